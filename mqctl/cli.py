@@ -1,0 +1,142 @@
+"""Root of the ``mqctl`` command line: mqadmin-style command names, one place mapping errors to exits.
+
+Exit codes: 0 success · 1 anything else · 2 usage · 3 controller/broker unreachable · 4 the server
+refused (its code name is printed). ``MQCTL_DEBUG=1`` prints the traceback of an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from mqctl.app import App
+from services.common.errors import MqctlError, RemoteError
+
+
+def kebab(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+class AliasedGroup(click.Group):
+    """Commands are registered under their mqadmin name (``getSyncStateSet``) and answer to the
+    kebab-case alias (``get-sync-state-set``) and to any capitalisation."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        wanted = cmd_name.replace("-", "").replace("_", "").lower()
+        for name in self.list_commands(ctx):
+            if name.replace("-", "").lower() == wanted:
+                return super().get_command(ctx, name)
+        return None
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        return (command.name if command else name), command, rest
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            rows.append((f"{name} ({kebab(name)})" if kebab(name) != name else name,
+                         command.get_short_help_str(limit=70)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+@click.group(cls=AliasedGroup, context_settings=CONTEXT)
+@click.version_option(package_name="mqctl", prog_name="mqctl")
+@click.option("--timeout", type=click.FloatRange(0.1, 600), default=5.0, show_default=True,
+              help="Seconds to wait for a controller or broker answer (including leader lookup).")
+@click.pass_context
+def cli(ctx: click.Context, timeout: float) -> None:
+    """mqctl: RocketMQ 5 controller mode — Raft controllers, replicated brokers, mqadmin-style admin.
+
+    \b
+    Examples:
+      mqctl quickstart                         # start a local cluster and show a failover
+      mqctl getControllerMetaData -a 127.0.0.1:9878
+      mqctl getSyncStateSet -a 127.0.0.1:9878 -b broker-a
+      mqctl help electMaster
+    """
+    app = ctx.ensure_object(App)
+    app.timeout = timeout
+
+
+@cli.command("help")
+@click.argument("command", required=False)
+@click.pass_context
+def help_command(ctx: click.Context, command: str | None) -> None:
+    """Show help for a command: mqctl help getSyncStateSet."""
+    root = ctx.parent
+    assert root is not None
+    if command is None:
+        click.echo(root.get_help())
+        return
+    group = root.command
+    assert isinstance(group, click.Group)
+    target = group.get_command(root, command)
+    if target is None:
+        raise click.UsageError(f"The sub command {command} not exist.", ctx)
+    with click.Context(target, info_name=target.name, parent=root) as sub:
+        click.echo(target.get_help(sub))
+
+
+def _register_commands() -> None:
+    from mqctl.commands import controller, quickstart
+
+    for module in (controller, quickstart):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register_commands()
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return cli.main(args=args, prog_name="mqctl", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except MqctlError as exc:
+        _fail(exc, exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # the last line of defence: one line, no traceback unless asked
+        _fail(exc, 1)
+
+
+def _fail(exc: BaseException, code: int) -> None:
+    if os.environ.get("MQCTL_DEBUG"):
+        traceback.print_exc()
+    message = str(exc) if isinstance(exc, RemoteError) else getattr(exc, "remark", None) or str(exc)
+    if not isinstance(exc, MqctlError):
+        message = f"unexpected {type(exc).__name__}: {message} (set MQCTL_DEBUG=1 for a traceback)"
+    App().err.print(f"[red]Error:[/red] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

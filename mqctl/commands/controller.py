@@ -1,0 +1,255 @@
+"""Controller commands: startController and the mqadmin controller admin commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from mqctl import render
+from mqctl.app import FORMATS, App, pass_app
+from services.common.controller_client import parse_addresses
+from services.common.errors import UnreachableError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONTROLLER_ADDR_HELP = ("Controller address(es), ';'-separated; any node works (the leader is found). "
+                        "Default: $MQCTL_CONTROLLER_ADDR, then 127.0.0.1:9878.")
+
+
+def controller_option(f: F) -> F:
+    return click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR",
+                        help=CONTROLLER_ADDR_HELP)(f)
+
+
+def format_option(f: F) -> F:
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                        help="table: rich view; mqadmin: RocketMQ's exact text; json: one JSON document.")(f)
+
+
+def watch_options(f: F) -> F:
+    f = click.option("--count", type=click.IntRange(min=1), default=None,
+                     help="With -i: stop after this many refreshes.")(f)
+    return click.option("-i", "--interval", type=click.FloatRange(min=0.1), default=None,
+                        help="Refresh every N seconds until Ctrl-C.")(f)
+
+
+# ---------------------------------------------------------------------- startController
+@click.command("startController", context_settings={"ignore_unknown_options": False})
+@click.option("-c", "--configFile", "config_file", type=click.Path(dir_okay=False),
+              help="RocketMQ-style properties file (controllerDLegerPeers, controllerDLegerSelfId, ...).")
+@click.option("--peers", help="Override controllerDLegerPeers, e.g. 'n0-127.0.0.1:9878;n1-127.0.0.1:9868'.")
+@click.option("--self-id", "self_id", help="Override controllerDLegerSelfId, e.g. n0.")
+@click.option("--store-path", "store_path", help="Override controllerStorePath.")
+@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Override any property (repeatable), e.g. -o enableElectUncleanMaster=true.")
+@click.option("-p", "--printConfigItem", "print_config", is_flag=True,
+              help="Print the effective configuration and exit.")
+@pass_app
+def start_controller(app: App, config_file: str | None, peers: str | None, self_id: str | None,
+                     store_path: str | None, options: tuple[str, ...], print_config: bool) -> None:
+    """Start a controller node (runs in the foreground until SIGTERM/Ctrl-C).
+
+    With no arguments it runs a single-node controller on 127.0.0.1:9878 storing its Raft log under
+    ~/mqctl/controller. Clients talk to the peer address; Raft listens on that port + 1.
+
+    \b
+    Examples:
+      mqctl startController
+      mqctl startController -c conf/controller-n0.conf
+      mqctl start-controller --peers 'n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858' \\
+          --self-id n1 --store-path /var/lib/mqctl/n1
+    """
+    from services.controller.server import build_config, run
+
+    overrides = _overrides(options)
+    for key, value in (("controllerDLegerPeers", peers), ("controllerDLegerSelfId", self_id),
+                       ("controllerStorePath", store_path)):
+        if value:
+            overrides[key] = value
+    warnings: list[str] = []
+    config = build_config(config_file, overrides, warnings)
+    for warning in warnings:
+        app.warn(warning)
+    if print_config:
+        render.show_configs(app, "mqadmin", [(config.self_peer().address, config.as_properties())])
+        return
+    run(config)
+
+
+def _overrides(options: tuple[str, ...]) -> dict[str, str]:
+    result = {}
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"bad -o value {item!r}: expected KEY=VALUE")
+        result[key.strip()] = value.strip()
+    return result
+
+
+# ---------------------------------------------------------------------- getControllerMetaData
+@click.command("getControllerMetaData")
+@controller_option
+@format_option
+@pass_app
+def get_controller_metadata(app: App, controller_address: str | None, fmt: str) -> None:
+    """Show the controller group: its peers and which one leads (any node answers).
+
+    \b
+    Examples:
+      mqctl getControllerMetaData -a 127.0.0.1:9878
+      mqctl getControllerMetaData -a '127.0.0.1:9878;127.0.0.1:9868' --format json
+    """
+    with app.controller(controller_address) as client:
+        env = client.call_any("GET", "/v1/controller/metadata")
+    render.show_metadata(app, fmt, env.data)
+
+
+# ---------------------------------------------------------------------- getSyncStateSet
+@click.command("getSyncStateSet")
+@controller_option
+@click.option("-b", "--brokerName", "broker_names", multiple=True,
+              help="Broker name (repeatable); takes precedence over -c.")
+@click.option("-c", "--clusterName", "cluster_name", help="Every broker-set of this cluster.")
+@watch_options
+@format_option
+@pass_app
+def get_sync_state_set(app: App, controller_address: str | None, broker_names: tuple[str, ...],
+                       cluster_name: str | None, interval: float | None, count: int | None, fmt: str) -> None:
+    """Show master, epochs and SyncStateSet of broker-sets, with the liveness the controller uses.
+
+    \b
+    Examples:
+      mqctl getSyncStateSet -a 127.0.0.1:9878 -b broker-a
+      mqctl getSyncStateSet -c DefaultCluster --format mqadmin
+      mqctl getSyncStateSet -b broker-a -i 2 --count 5
+    """
+    if not broker_names and not cluster_name:
+        raise UsageError("give -b brokerName or -c clusterName")
+    params: dict[str, Any] = {"brokerName": list(broker_names)} if broker_names else {"clusterName": cluster_name}
+    with app.controller(controller_address) as client:
+        def show() -> None:
+            env = client.call("GET", "/v1/controller/syncStateData", params=params)
+            brokers = env.data["brokers"]
+            missing = [n for n in broker_names if n not in {b["brokerName"] for b in brokers}]
+            render.show_sync_state(app, fmt, brokers)
+            if missing:
+                raise UsageError(f"broker-set {', '.join(missing)} is not known to the controller")
+            if not brokers:
+                raise UsageError(f"cluster {cluster_name} has no broker-set registered in the controller")
+        app.watch(show, interval, count)
+
+
+# ---------------------------------------------------------------------- electMaster
+@click.command("electMaster")
+@controller_option
+@click.option("-c", "--clusterName", "cluster_name", required=True, help="Cluster name.")
+@click.option("-bn", "--brokerName", "broker_name", required=True, help="Broker name.")
+@click.option("-b", "--brokerId", "broker_id", type=click.IntRange(min=1), required=True,
+              help="Controller broker id to make master.")
+@format_option
+@pass_app
+def elect_master(app: App, controller_address: str | None, cluster_name: str, broker_name: str,
+                 broker_id: int, fmt: str) -> None:
+    """Make the given broker the master of its broker-set (admin election).
+
+    The broker must be alive and in the SyncStateSet (or unclean election must be enabled on the
+    controller). Electing the broker that is already master fails with CONTROLLER_MASTER_STILL_EXIST.
+
+    \b
+    Examples:
+      mqctl electMaster -a 127.0.0.1:9878 -c DefaultCluster -bn broker-a -b 2
+    """
+    with app.controller(controller_address) as client:
+        env = client.call("POST", "/v1/controller/electMaster", json={
+            "clusterName": cluster_name, "brokerName": broker_name, "brokerId": broker_id,
+            "designateElect": True})
+    render.show_elect(app, fmt, env.data)
+
+
+# ---------------------------------------------------------------------- cleanBrokerMetadata
+@click.command("cleanBrokerMetadata")
+@controller_option
+@click.option("-bn", "--brokerName", "broker_name", required=True, help="Broker name.")
+@click.option("-b", "--brokerControllerIdsToClean", "ids", help="Ids to clean, ';'-separated (e.g. '1;2').")
+@click.option("-c", "--clusterName", "cluster_name", help="Cluster name (required unless -l).")
+@click.option("-l", "--cleanLivingBroker", "clean_living", is_flag=True,
+              help="Clean even if the brokers are alive.")
+@format_option
+@pass_app
+def clean_broker_metadata(app: App, controller_address: str | None, broker_name: str, ids: str | None,
+                          cluster_name: str | None, clean_living: bool, fmt: str) -> None:
+    """Delete broker metadata from the controller (all of a broker-set, or some ids).
+
+    \b
+    Examples:
+      mqctl cleanBrokerMetadata -a 127.0.0.1:9878 -c DefaultCluster -bn broker-a -b '3'
+      mqctl cleanBrokerMetadata -bn broker-a -l
+    """
+    if not clean_living and not cluster_name:
+        raise UsageError("cleanLivingBroker option is false, clusterName option can not be empty.")
+    if ids:
+        bad = [p for p in ids.split(";") if p.strip() and not p.strip().isdigit()]
+        if bad:
+            raise UsageError(f"bad broker id {bad[0]!r} in -b: expected ids like '1;2;3'")
+    with app.controller(controller_address) as client:
+        client.call("POST", "/v1/controller/cleanBrokerData", json={
+            "clusterName": cluster_name, "brokerName": broker_name, "brokerControllerIdsToClean": ids,
+            "isCleanLivingBroker": clean_living})
+    render.show_cleaned(app, fmt, {"clusterName": cluster_name, "brokerName": broker_name,
+                                   "brokerControllerIdsToClean": ids, "cleanLivingBroker": clean_living,
+                                   "success": True})
+
+
+# ---------------------------------------------------------------------- controller config
+@click.command("getControllerConfig")
+@controller_option
+@format_option
+@pass_app
+def get_controller_config(app: App, controller_address: str | None, fmt: str) -> None:
+    """Show the configuration of every listed controller node.
+
+    \b
+    Examples:
+      mqctl getControllerConfig -a '127.0.0.1:9878;127.0.0.1:9868'
+    """
+    addresses = parse_addresses(controller_address)
+    configs, failed = [], []
+    with app.controller(controller_address) as client:
+        for address in addresses:
+            try:
+                env = client.request_node(address, "GET", "/v1/controller/config")
+            except UnreachableError:
+                failed.append(address)
+                continue
+            configs.append((address, env.data["config"]))
+    render.show_configs(app, fmt, configs)
+    if failed:
+        raise UnreachableError(f"controller {', '.join(failed)} did not answer", failed)
+
+
+@click.command("updateControllerConfig")
+@controller_option
+@click.option("-k", "--key", required=True, help="Property name, e.g. enableElectUncleanMaster.")
+@click.option("-v", "--value", required=True, help="New value.")
+@format_option
+@pass_app
+def update_controller_config(app: App, controller_address: str | None, key: str, value: str, fmt: str) -> None:
+    """Change a property on every listed controller node (persisted across restarts).
+
+    \b
+    Examples:
+      mqctl updateControllerConfig -a '127.0.0.1:9878;127.0.0.1:9868;127.0.0.1:9858' \\
+          -k enableElectUncleanMaster -v true
+    """
+    addresses = parse_addresses(controller_address)
+    with app.controller(controller_address) as client:
+        for address in addresses:
+            env = client.request_node(address, "POST", "/v1/controller/config", json={key: value})
+            client.check(env, ())
+    render.show_config_updated(app, fmt, addresses, key, value)
+
+
+COMMANDS = [start_controller, get_controller_metadata, get_sync_state_set, elect_master,
+            clean_broker_metadata, get_controller_config, update_controller_config]

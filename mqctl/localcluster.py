@@ -1,0 +1,161 @@
+"""Start and stop real controller processes on 127.0.0.1 (used by quickstart and the tests).
+
+Each node gets a RocketMQ-style ``.conf`` file and a log file under the data directory, so the user can
+read and reuse what was started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.common.controller_client import ControllerClient
+from services.common.errors import MqctlError
+from services.common.props import format_properties
+
+
+def free_port_pair(used: set[int] | None = None) -> int:
+    """A port P such that P and P+1 are both free (API and Raft)."""
+    used = used if used is not None else set()
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port + 1 > 65535 or port in used or port + 1 in used:
+            continue
+        if _port_free(port) and _port_free(port + 1):
+            used.update({port, port + 1})
+            return port
+    raise MqctlError("could not find two adjacent free ports on 127.0.0.1")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # polling: remember the last failure for the message
+            last_error = exc
+        time.sleep(interval)
+    detail = f" (last error: {last_error})" if last_error else ""
+    raise MqctlError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+
+
+@dataclass
+class ControllerNode:
+    node_id: str
+    port: int
+    conf_file: Path
+    log_file: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "services.controller", "-c", str(self.conf_file)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                try:
+                    self.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+
+@dataclass
+class ControllerCluster:
+    data_dir: Path
+    size: int = 3
+    group: str = "DefaultControllerGroup"
+    extra: dict[str, Any] = field(default_factory=dict)
+    nodes: list[ControllerNode] = field(default_factory=list)
+
+    def configure(self, used_ports: set[int] | None = None) -> None:
+        ports = [free_port_pair(used_ports) for _ in range(self.size)]
+        peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+        for i, port in enumerate(ports):
+            node_dir = self.data_dir / f"controller-n{i}"
+            conf = node_dir / "controller.conf"
+            node_dir.mkdir(parents=True, exist_ok=True)
+            props: dict[str, Any] = {
+                "controllerDLegerGroup": self.group, "controllerDLegerPeers": peers,
+                "controllerDLegerSelfId": f"n{i}", "controllerStorePath": str(node_dir / "store"),
+                **self.extra,
+            }
+            conf.write_text(format_properties(props), encoding="utf-8")
+            self.nodes.append(ControllerNode(f"n{i}", port, conf, node_dir / "controller.out"))
+
+    @property
+    def addresses(self) -> str:
+        return ";".join(n.address for n in self.nodes)
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+
+    def client(self, timeout: float = 5.0) -> ControllerClient:
+        return ControllerClient([n.address for n in self.nodes], timeout=timeout)
+
+    def leader(self, timeout: float = 30.0) -> ControllerNode:
+        """Wait until a node reports itself serving as leader and return it."""
+        def find() -> ControllerNode | None:
+            for node in self.nodes:
+                if not node.alive():
+                    continue
+                with ControllerClient([node.address], timeout=1.0) as c:
+                    try:
+                        env = c.request_node(node.address, "GET", "/v1/controller/metadata")
+                    except MqctlError:
+                        continue
+                    if env.data.get("isLeader"):
+                        return node
+            return None
+        node: ControllerNode = wait_until(find, timeout, "a controller leader")
+        return node
+
+    def node(self, node_id: str) -> ControllerNode:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def kill_all(self) -> None:
+        for node in self.nodes:
+            node.kill()

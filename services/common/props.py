@@ -1,0 +1,63 @@
+"""RocketMQ-style ``.properties`` / ``.conf`` files: ``key = value`` lines, ``#`` or ``!`` comments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.common.errors import ConfigError
+
+
+def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
+    result: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, value = line.split(sep, 1)
+                break
+        else:
+            raise ConfigError(f"{source}:{number}: expected 'key=value', got {raw.strip()!r}")
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"{source}:{number}: empty property name")
+        result[key] = value.strip()
+    return result
+
+
+def load_properties(path: str | Path) -> dict[str, str]:
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {file} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from exc
+    return parse_properties(text, source=str(file))
+
+
+def format_properties(values: dict[str, object]) -> str:
+    return "".join(f"{key}={_fmt(value)}\n" for key, value in values.items())
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def to_bool(value: str, key: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"property {key} must be true or false, got {value!r}")
+
+
+def to_int(value: str, key: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"property {key} must be an integer, got {value!r}") from None

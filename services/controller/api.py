@@ -1,0 +1,200 @@
+"""HTTP/JSON API of the controller (FastAPI). Thin: validate, call the ControllerManager, wrap."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.common.codes import ResponseCode
+from services.common.envelope import install_error_handlers, respond
+from services.common.errors import ConfigError
+from services.controller.config import BLACK_LIST, FIELD_NAMES, RUNTIME_UPDATABLE, config_from_properties
+from services.controller.controller import ControllerManager
+from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, MAX_PRIORITY, Heartbeat
+from services.controller.state_machine import ControllerResult, ElectMasterRequest
+
+Name = Annotated[str, Field(min_length=1, max_length=255)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=False)
+
+
+class BrokerSetRequest(_Model):
+    clusterName: Name
+    brokerName: Name
+
+
+class ApplyBrokerIdRequest(BrokerSetRequest):
+    appliedBrokerId: int = Field(ge=1)
+    registerCheckCode: Name
+    requestId: str | None = None
+
+
+class RegisterBrokerRequest(BrokerSetRequest):
+    brokerId: int = Field(ge=1)
+    brokerAddress: Name
+    requestId: str | None = None
+
+
+class HeartbeatRequest(_Model):
+    clusterName: Name
+    brokerName: Name
+    brokerAddr: Name
+    brokerId: int | None = None
+    epoch: int = -1
+    maxOffset: int = -1
+    confirmOffset: int = -1
+    heartbeatTimeoutMills: int = Field(default=DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, gt=0)
+    electionPriority: int = MAX_PRIORITY
+    asyncLearner: bool = False
+
+
+class AlterSyncStateSetRequest(_Model):
+    brokerName: Name
+    masterBrokerId: int
+    masterEpoch: int
+    newSyncStateSet: list[int] = Field(min_length=1)
+    syncStateSetEpoch: int
+    requestId: str | None = None
+
+
+class ElectMasterBody(_Model):
+    clusterName: str = ""
+    brokerName: Name
+    brokerId: int = -1
+    designateElect: bool = False
+    requestId: str | None = None
+
+
+class CleanBrokerDataRequest(_Model):
+    clusterName: str | None = None
+    brokerName: Name
+    brokerControllerIdsToClean: str | None = None
+    isCleanLivingBroker: bool = False
+    requestId: str | None = None
+
+
+def _answer(result: ControllerResult) -> JSONResponse:
+    return respond(result.code, result.remark, result.data)
+
+
+def create_app(manager: ControllerManager) -> FastAPI:
+    app = FastAPI(title="mqctl controller", version="1", description="RocketMQ-style controller API")
+    install_error_handlers(app)
+    m = manager
+    P = "/v1/controller"
+
+    @app.get(f"{P}/metadata")
+    async def metadata() -> JSONResponse:
+        return respond(ResponseCode.SUCCESS, None, m.metadata())
+
+    @app.post(f"{P}/getNextBrokerId")
+    async def get_next_broker_id(req: BrokerSetRequest) -> JSONResponse:
+        return _answer(await m.read(lambda s: s.get_next_broker_id(req.clusterName, req.brokerName)))
+
+    @app.post(f"{P}/applyBrokerId")
+    async def apply_broker_id(req: ApplyBrokerIdRequest) -> JSONResponse:
+        return _answer(await m.write(lambda s: s.apply_broker_id(
+            req.clusterName, req.brokerName, req.appliedBrokerId, req.registerCheckCode), req.requestId))
+
+    @app.post(f"{P}/registerBroker")
+    async def register_broker(req: RegisterBrokerRequest) -> JSONResponse:
+        return _answer(await m.write(lambda s: s.register_broker(
+            req.clusterName, req.brokerName, req.brokerId, req.brokerAddress, m.alive), req.requestId))
+
+    @app.post(f"{P}/heartbeat")
+    async def heartbeat(req: HeartbeatRequest) -> JSONResponse:
+        if req.brokerId is None:
+            return respond(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        m.on_heartbeat(Heartbeat(**req.model_dump()))
+        leader = m.leader_peer()
+        return respond(ResponseCode.SUCCESS, "Heart beat success",
+                       {"controllerLeaderAddress": leader.address if leader else None,
+                        "isLeader": m.serving})
+
+    @app.post(f"{P}/alterSyncStateSet")
+    async def alter_sync_state_set(req: AlterSyncStateSetRequest) -> JSONResponse:
+        return _answer(await m.write(lambda s: s.alter_sync_state_set(
+            req.brokerName, req.masterBrokerId, req.masterEpoch, req.newSyncStateSet,
+            req.syncStateSetEpoch, m.alive), req.requestId))
+
+    @app.post(f"{P}/electMaster")
+    async def elect_master(req: ElectMasterBody) -> JSONResponse:
+        broker_id = None if req.brokerId < 0 else req.brokerId
+        if req.designateElect and broker_id is None:
+            return respond(ResponseCode.INVALID_PARAMETER, "designateElect needs a brokerId")
+        request = ElectMasterRequest(req.clusterName, req.brokerName, broker_id, req.designateElect)
+        return _answer(await m.elect_master(request))
+
+    @app.get(f"{P}/replicaInfo")
+    async def replica_info(brokerName: Annotated[str, Query(min_length=1)]) -> JSONResponse:
+        return _answer(await m.read(lambda s: s.get_replica_info(brokerName)))
+
+    @app.get(f"{P}/syncStateData")
+    async def sync_state_data(brokerName: Annotated[list[str] | None, Query()] = None,
+                              clusterName: str | None = None) -> JSONResponse:
+        if not brokerName and not clusterName:
+            return respond(ResponseCode.INVALID_PARAMETER, "give brokerName (repeatable) or clusterName")
+
+        def command(s: Any) -> ControllerResult:
+            names = list(brokerName or []) or s.broker_names_of_cluster(clusterName)
+            return s.get_sync_state_data(names, m.alive)  # type: ignore[no-any-return]
+        return _answer(await m.read(command))
+
+    @app.post(f"{P}/cleanBrokerData")
+    async def clean_broker_data(req: CleanBrokerDataRequest) -> JSONResponse:
+        return _answer(await m.write(lambda s: s.clean_broker_data(
+            req.clusterName, req.brokerName, req.brokerControllerIdsToClean, req.isCleanLivingBroker,
+            m.alive), req.requestId))
+
+    @app.get(f"{P}/events")
+    async def events(fromIndex: Annotated[int, Query(ge=0)] = 0,
+                     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> JSONResponse:
+        result = await m.read(lambda s: ControllerResult(data={
+            "events": s.events_page(fromIndex, limit), "nextIndex": s.next_event_index}))
+        return _answer(result)
+
+    @app.get(f"{P}/config")
+    async def get_config() -> JSONResponse:
+        return respond(ResponseCode.SUCCESS, None, {"config": m.config.as_properties()})
+
+    @app.post(f"{P}/config")
+    async def update_config(body: dict[str, Any]) -> JSONResponse:
+        props = {str(k): _prop_text(v) for k, v in body.items()}
+        if not props:
+            return respond(ResponseCode.INVALID_PARAMETER, "no properties to update")
+        for key in props:
+            if key in BLACK_LIST:
+                return respond(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+            if key not in FIELD_NAMES:
+                return respond(ResponseCode.INVALID_PARAMETER, f"unknown controller property {key!r}")
+            if key not in RUNTIME_UPDATABLE:
+                return respond(ResponseCode.NO_PERMISSION,
+                               f"{key} cannot be changed on a running controller; edit the config file "
+                               "and restart it")
+        try:
+            m.update_config(props)
+        except ConfigError as exc:
+            return respond(ResponseCode.INVALID_PARAMETER, exc.remark)
+        return respond(ResponseCode.SUCCESS, None, {"config": m.config.as_properties()})
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        alive = m.raft.tick_thread_alive() if m.raft is not None else False
+        return respond(ResponseCode.SUCCESS if alive else ResponseCode.SYSTEM_ERROR,
+                       None if alive else "raft tick thread is not running", {"raftAlive": alive})
+
+    return app
+
+
+def _prop_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+__all__ = ["create_app", "config_from_properties"]

@@ -1,0 +1,189 @@
+"""Controller configuration: one frozen dataclass, RocketMQ property names, documented defaults.
+
+Precedence: command-line flags > runtime updates persisted in ``configStorePath`` > the ``-c`` file >
+defaults. ``docs/controller-config.md`` lists every property; keep it in sync with ``FIELD_DOCS``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from services.common.errors import ConfigError
+from services.common.props import to_bool, to_int
+
+DEFAULT_STORE = "~/mqctl/controller"
+
+
+@dataclass(frozen=True)
+class Peer:
+    id: str
+    host: str
+    port: int  # the client (HTTP) port: what `-a` takes
+    raft_port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def raft_address(self) -> str:
+        return f"{self.host}:{self.raft_port}"
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    controllerDLegerGroup: str = "DefaultControllerGroup"
+    controllerDLegerPeers: str = "n0-127.0.0.1:9878"
+    controllerDLegerSelfId: str = "n0"
+    controllerStorePath: str = DEFAULT_STORE
+    configStorePath: str = ""
+    controllerRaftPort: int = -1
+    controllerRaftPassword: str = ""
+    listenAddress: str = ""
+    enableElectUncleanMaster: bool = False
+    notifyBrokerRoleChanged: bool = True
+    scanInactiveMasterInterval: int = 5000
+    scanNotActiveBrokerInterval: int = 5000
+    electMasterMaxRetryCount: int = 3
+    controllerRequestTimeoutMillis: int = 5000
+    raftElectionTimeoutMinMillis: int = 600
+    raftElectionTimeoutMaxMillis: int = 1200
+    raftHeartbeatIntervalMillis: int = 100
+    raftLeaderFallbackTimeoutMillis: int = 500
+    raftLogCompactionMinEntries: int = 5000
+    raftLogCompactionMinTimeSecs: int = 300
+    logLevel: str = "INFO"
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def store_dir(self) -> Path:
+        return Path(os.path.expanduser(self.controllerStorePath))
+
+    @property
+    def config_store_file(self) -> Path:
+        if self.configStorePath:
+            return Path(os.path.expanduser(self.configStorePath))
+        return self.store_dir / "controller.properties"
+
+    def peers(self) -> list[Peer]:
+        return parse_peers(self.controllerDLegerPeers, self.controllerDLegerSelfId, self.controllerRaftPort)
+
+    def self_peer(self) -> Peer:
+        for peer in self.peers():
+            if peer.id == self.controllerDLegerSelfId:
+                return peer
+        raise ConfigError(f"controllerDLegerSelfId {self.controllerDLegerSelfId!r} is not one of the peers "
+                          f"in controllerDLegerPeers ({self.controllerDLegerPeers})")
+
+    def listen_host(self) -> str:
+        return self.listenAddress or self.self_peer().host
+
+    def all_peers_on_loopback(self) -> bool:
+        return all(_is_loopback(p.host) for p in self.peers())
+
+    def validate(self) -> None:
+        self.self_peer()
+        if self.raftElectionTimeoutMinMillis <= 3 * self.raftHeartbeatIntervalMillis:
+            raise ConfigError("raftElectionTimeoutMinMillis must be more than 3x raftHeartbeatIntervalMillis")
+        if self.raftElectionTimeoutMaxMillis <= self.raftElectionTimeoutMinMillis:
+            raise ConfigError("raftElectionTimeoutMaxMillis must be greater than raftElectionTimeoutMinMillis")
+        if not (self.raftHeartbeatIntervalMillis < self.raftLeaderFallbackTimeoutMillis
+                <= self.raftElectionTimeoutMinMillis):
+            raise ConfigError("raftLeaderFallbackTimeoutMillis must be above raftHeartbeatIntervalMillis and "
+                              "at most raftElectionTimeoutMinMillis")
+        for name in ("scanInactiveMasterInterval", "scanNotActiveBrokerInterval",
+                     "controllerRequestTimeoutMillis"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if self.electMasterMaxRetryCount < 1:
+            raise ConfigError("electMasterMaxRetryCount must be at least 1")
+        if not self.controllerRaftPassword and not self.all_peers_on_loopback():
+            raise ConfigError("controllerRaftPassword is required when any controller peer is not on loopback: "
+                              "without it any host that reaches the Raft port can run code on this node")
+
+    def as_properties(self) -> dict[str, Any]:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if values["controllerRaftPassword"]:
+            values["controllerRaftPassword"] = "******"
+        return values
+
+
+FIELD_NAMES = {f.name for f in fields(ControllerConfig)}
+
+#: Settings an operator may change on a running controller (updateControllerConfig).
+RUNTIME_UPDATABLE = frozenset({
+    "enableElectUncleanMaster", "notifyBrokerRoleChanged", "scanInactiveMasterInterval",
+    "scanNotActiveBrokerInterval", "electMasterMaxRetryCount", "controllerRequestTimeoutMillis", "logLevel",
+})
+#: Never updatable remotely (RocketMQ's black list plus our own path and secret settings).
+BLACK_LIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome", "controllerStorePath",
+                        "controllerRaftPassword"})
+
+#: Properties RocketMQ's controller has that we accept and ignore (with a warning).
+IGNORED = frozenset({"controllerType", "mappedFileSize", "controllerThreadPoolNums",
+                     "controllerRequestThreadPoolQueueCapacity", "isProcessReadEvent", "rocketmqHome",
+                     "metricsExporterType", "configBlackList", "jraftConfig"})
+
+
+def config_from_properties(props: dict[str, str], base: ControllerConfig | None = None,
+                           warnings: list[str] | None = None) -> ControllerConfig:
+    """Overlay ``props`` (strings, RocketMQ names) on ``base``; unknown keys are errors."""
+    cfg = base or ControllerConfig()
+    updates: dict[str, Any] = {}
+    types = {f.name: f.type for f in fields(ControllerConfig)}
+    for key, raw in props.items():
+        if key in IGNORED:
+            if warnings is not None:
+                warnings.append(f"property {key} has no effect in mqctl's controller and is ignored")
+            continue
+        if key not in FIELD_NAMES:
+            raise ConfigError(f"unknown controller property {key!r}")
+        updates[key] = convert_value(key, raw, str(types[key]))
+    return replace(cfg, **updates)
+
+
+def convert_value(key: str, raw: str, type_name: str) -> Any:
+    if type_name == "bool":
+        return to_bool(raw, key)
+    if type_name == "int":
+        return to_int(raw, key)
+    return raw.strip()
+
+
+def parse_peers(spec: str, self_id: str, self_raft_port: int) -> list[Peer]:
+    """``n0-127.0.0.1:9878;n1-127.0.0.1:9868`` (Raft on port+1) or ``n0-host:9878@9900`` (explicit)."""
+    peers: list[Peer] = []
+    for item in (p.strip() for p in spec.split(";")):
+        if not item:
+            continue
+        peer_id, sep, addr = item.partition("-")
+        addr, _, raft = addr.partition("@")
+        host, _, port_text = addr.rpartition(":")
+        if not sep or not peer_id or not host or not port_text.isdigit():
+            raise ConfigError(f"bad controllerDLegerPeers entry {item!r}: expected id-host:port, "
+                              "e.g. n0-127.0.0.1:9878")
+        port = int(port_text)
+        if raft and not raft.isdigit():
+            raise ConfigError(f"bad Raft port in controllerDLegerPeers entry {item!r}")
+        raft_port = int(raft) if raft else port + 1
+        if peer_id == self_id and self_raft_port > 0:
+            raft_port = self_raft_port
+        peers.append(Peer(peer_id, host, port, raft_port))
+    if not peers:
+        raise ConfigError("controllerDLegerPeers is empty")
+    if len({p.id for p in peers}) != len(peers):
+        raise ConfigError(f"duplicate peer id in controllerDLegerPeers ({spec})")
+    return peers
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,324 @@
+"""The controller node: leadership gating, command execution through Raft, failure detection, elections.
+
+Reads and writes of broker metadata are served only by a leader that has applied every earlier entry
+(a no-op barrier commits when it takes office) and that can still reach a majority: each read first
+commits a barrier shared by concurrent readers, so a leader cut off from the majority answers
+``CONTROLLER_NOT_LEADER`` within about a second.
+
+Writes are serialised (compute → propose → wait for apply), as RocketMQ's single-threaded event
+scheduler does, so that two commands never decide on the same state.
+
+Elections are level-triggered: the heartbeat scan elects when a master's heartbeats expire, and the
+inactive-master scan re-checks every broker-set periodically, so a failed election is retried and no
+group stays masterless while a candidate is alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from services.common.clock import Clock, SystemClock
+from services.common.codes import ResponseCode
+from services.common.durable import atomic_write
+from services.common.props import format_properties, load_properties
+from services.controller.config import ControllerConfig, Peer, config_from_properties
+from services.controller.elect_policy import DefaultElectPolicy
+from services.controller.events import stamp
+from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, BrokerHeartbeatManager, Heartbeat
+from services.controller.raft import RaftError, RaftNode
+from services.controller.state_machine import ControllerResult, ElectMasterRequest, ReplicasInfoManager
+
+log = logging.getLogger(__name__)
+
+Command = Callable[[ReplicasInfoManager], ControllerResult]
+
+
+class ControllerManager:
+    def __init__(self, config: ControllerConfig, raft: RaftNode | None = None,
+                 clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.heartbeats = BrokerHeartbeatManager(self.clock)
+        self.raft = raft
+        self.peers: list[Peer] = config.peers()
+        self._serving = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._write_lock: asyncio.Lock | None = None
+        self._barrier_lock: asyncio.Lock | None = None
+        self._barrier_started = 0
+        self._barrier_done = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._http: httpx.AsyncClient | None = None
+        self.elections: dict[str, int] = {}
+        self.leader_since_ms: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def attach_raft(self, raft: RaftNode) -> None:
+        self.raft = raft
+
+    def on_raft_state_changed(self, is_leader: bool) -> None:
+        """Called on pysyncobj's tick thread."""
+        if not is_leader:
+            self._serving = False
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._leadership_changed, is_leader)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._write_lock = asyncio.Lock()
+        self._barrier_lock = asyncio.Lock()
+        self._http = httpx.AsyncClient(timeout=3.0)
+        self._tasks = [asyncio.create_task(self._heartbeat_scan_loop(), name="heartbeat-scan"),
+                       asyncio.create_task(self._inactive_master_scan_loop(), name="inactive-master-scan")]
+        if self.raft is not None and self.raft.is_leader():
+            self._leadership_changed(True)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._http is not None:
+            await self._http.aclose()
+
+    def _leadership_changed(self, is_leader: bool) -> None:
+        if is_leader:
+            self._tasks.append(asyncio.create_task(self._take_office(), name="take-office"))
+        else:
+            self._serving = False
+            self.leader_since_ms = None
+            log.info("this controller is no longer the leader")
+
+    async def _take_office(self) -> None:
+        assert self.raft is not None
+        while self.raft.is_leader() and not self._serving:
+            try:
+                await self.raft.barrier(timeout_s=1.0)
+            except RaftError as exc:
+                log.info("leader barrier not committed yet (%s); retrying", exc.reason)
+                await asyncio.sleep(0.05)
+                continue
+            if self.raft.is_leader():
+                self._serving = True
+                self.leader_since_ms = self.clock.monotonic_ms()
+                log.info("this controller is now the leader and serving requests")
+
+    def update_config(self, props: dict[str, str]) -> None:
+        """Apply runtime updates and persist them so they survive a restart (any node, not replicated)."""
+        new_config = config_from_properties(props, self.config)
+        new_config.validate()
+        store = self.config.config_store_file
+        persisted = load_properties(store) if store.exists() else {}
+        persisted.update(props)
+        atomic_write(store, format_properties(dict(persisted)))
+        self.config = new_config
+        if "logLevel" in props:
+            logging.getLogger().setLevel(new_config.logLevel.upper())
+
+    # ------------------------------------------------------------------ leadership view
+    @property
+    def serving(self) -> bool:
+        return self._serving and self.raft is not None and self.raft.is_leader()
+
+    def leader_peer(self) -> Peer | None:
+        if self.raft is None:
+            return None
+        raft_addr = self.raft.leader_address()
+        return next((p for p in self.peers if p.raft_address == raft_addr), None)
+
+    def not_leader(self) -> ControllerResult:
+        leader = self.leader_peer()
+        me = self.config.self_peer()
+        address = leader.address if leader is not None and leader.id != me.id else None
+        return ControllerResult(code=int(ResponseCode.CONTROLLER_NOT_LEADER),
+                                remark="The controller is not in leader state",
+                                data={"controllerLeaderId": leader.id if address else None,
+                                      "controllerLeaderAddress": address})
+
+    def metadata(self) -> dict[str, Any]:
+        leader = self.leader_peer()
+        me = self.config.self_peer()
+        data: dict[str, Any] = {
+            "group": self.config.controllerDLegerGroup,
+            "controllerLeaderId": leader.id if leader else None,
+            "controllerLeaderAddress": leader.address if leader else None,
+            "isLeader": self.serving, "selfId": me.id, "selfAddress": me.address,
+            "peers": [f"{p.id}:{p.address}" for p in self.peers],
+        }
+        if self.raft is not None:
+            data["raft"] = self.raft.status()
+        return data
+
+    # ------------------------------------------------------------------ liveness
+    def alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
+        return self.heartbeats.is_active(broker_name, broker_id)
+
+    def policy(self) -> DefaultElectPolicy:
+        return DefaultElectPolicy(self.alive, lambda c, n, i: self.heartbeats.find(n, i))
+
+    def heartbeat_grace_ms(self) -> int:
+        timeouts = [i.heartbeatTimeoutMs for i in self.heartbeats.snapshot()]
+        return max(timeouts) if timeouts else DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+
+    def in_heartbeat_grace(self) -> bool:
+        """Just after start-up the live table is still filling up: a master missing from it is not
+        known to be dead yet."""
+        return self.heartbeats.uptime_ms() < self.heartbeat_grace_ms()
+
+    def on_heartbeat(self, hb: Heartbeat) -> None:
+        self.heartbeats.on_heartbeat(hb)
+
+    # ------------------------------------------------------------------ command execution
+    async def read(self, command: Command) -> ControllerResult:
+        if not self.serving:
+            return self.not_leader()
+        try:
+            await self._read_barrier()
+        except RaftError:
+            return self.not_leader()
+        if not self.serving:
+            return self.not_leader()
+        assert self.raft is not None
+        return self.raft.read(command)
+
+    async def _read_barrier(self) -> None:
+        assert self.raft is not None and self._barrier_lock is not None
+        arrival = self._barrier_started
+        async with self._barrier_lock:
+            if self._barrier_done > arrival:
+                return  # a barrier that began after this read arrived has committed
+            self._barrier_started += 1
+            generation = self._barrier_started
+            await self.raft.barrier(timeout_s=self.config.controllerRequestTimeoutMillis / 1000)
+            self._barrier_done = generation
+
+    async def write(self, command: Command, request_id: str | None = None) -> ControllerResult:
+        if not self.serving:
+            return self.not_leader()
+        assert self._write_lock is not None and self.raft is not None
+        async with self._write_lock:
+            if not self.serving:
+                return self.not_leader()
+            result = self.raft.read(command)
+            if not result.events:
+                return result
+            now = self.clock.now_ms()
+            events = [stamp(e, now) for e in result.events]
+            try:
+                await self.raft.propose_events(events, self.config.controllerRequestTimeoutMillis / 1000,
+                                               request_id)
+            except RaftError as exc:
+                if not self.serving:
+                    return self.not_leader()
+                return ControllerResult(code=int(ResponseCode.SYSTEM_ERROR),
+                                        remark=f"{exc.reason}; the request may be retried with the same "
+                                               "requestId")
+            return replace(result, events=tuple(events))
+
+    # ------------------------------------------------------------------ elections
+    async def elect_master(self, request: ElectMasterRequest) -> ControllerResult:
+        if (not request.controller_triggered and not request.designateElect
+                and self._master_unknown_during_grace(request.brokerName)):
+            return ControllerResult(code=int(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED),
+                                    remark="The controller has just started and is still collecting broker "
+                                           "heartbeats; retry the election shortly")
+        result = await self.write(lambda m: m.elect_master(
+            request, self.policy(), self.config.enableElectUncleanMaster, self.alive))
+        if result.ok:
+            self.elections[str(result.data and result.data.get("electReason"))] = \
+                self.elections.get(str(result.data and result.data.get("electReason")), 0) + 1
+            self.notify_role_changed(result)
+        return result
+
+    def _master_unknown_during_grace(self, broker_name: str) -> bool:
+        if not self.in_heartbeat_grace() or self.raft is None:
+            return False
+        info = self.raft.read(lambda m: m.broker_sets.get(broker_name))
+        master = info.masterBrokerId if info is not None else None
+        return master is not None and self.heartbeats.find(broker_name, master) is None
+
+    async def trigger_elect_master(self, broker_name: str) -> ControllerResult | None:
+        """Controller-triggered election with bounded retries; the periodic scan retries beyond that."""
+        result = None
+        for attempt in range(1, self.config.electMasterMaxRetryCount + 1):
+            if not self.serving:
+                return result
+            result = await self.elect_master(ElectMasterRequest("", broker_name, None, False))
+            log.info("election for %s (attempt %d): %s %s", broker_name, attempt,
+                     ResponseCode(result.code).name if result.code in ResponseCode._value2member_map_
+                     else result.code, result.remark or "")
+            if result.code in (ResponseCode.SUCCESS, ResponseCode.CONTROLLER_MASTER_STILL_EXIST,
+                               ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE):
+                return result
+        return result
+
+    def notify_role_changed(self, result: ControllerResult) -> None:
+        data = result.data or {}
+        if not self.config.notifyBrokerRoleChanged or data.get("masterBrokerId") is None:
+            return
+        payload = {k: data.get(k) for k in ("clusterName", "brokerName", "masterBrokerId", "masterAddress",
+                                            "masterEpoch", "syncStateSetEpoch", "syncStateSet")}
+        for member in data.get("brokers", []):
+            if self.heartbeats.is_active(str(data.get("brokerName")), int(member["brokerId"])):
+                asyncio.create_task(self._notify_one(str(member["brokerAddress"]), payload))
+
+    async def _notify_one(self, address: str, payload: dict[str, Any]) -> None:
+        if self._http is None:
+            return
+        try:
+            await self._http.post(f"http://{address}/v1/broker/notifyRoleChanged", json=payload)
+        except httpx.HTTPError as exc:
+            log.debug("role-change notification to %s failed: %s", address, exc)
+
+    # ------------------------------------------------------------------ scans
+    async def _heartbeat_scan_loop(self) -> None:
+        await asyncio.sleep(min(2.0, self.config.scanNotActiveBrokerInterval / 1000))
+        while True:
+            try:
+                await self.scan_not_active_brokers()
+            except Exception:  # the scan must survive anything
+                log.exception("heartbeat scan failed")
+            await asyncio.sleep(self.config.scanNotActiveBrokerInterval / 1000)
+
+    async def scan_not_active_brokers(self) -> None:
+        for info in self.heartbeats.scan_expired():
+            log.warning("broker %s/%s id %d (%s) missed its heartbeats for %d ms; marked inactive",
+                        info.clusterName, info.brokerName, info.brokerId, info.brokerAddr,
+                        info.heartbeatTimeoutMs)
+            if not self.serving or self.raft is None:
+                continue
+            replica = self.raft.read(lambda m: m.broker_sets.get(info.brokerName))
+            if replica is not None and replica.masterBrokerId == info.brokerId:
+                await self.trigger_elect_master(info.brokerName)
+
+    async def _inactive_master_scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.scanInactiveMasterInterval / 1000)
+            try:
+                await self.scan_inactive_masters()
+            except Exception:
+                log.exception("inactive-master scan failed")
+
+    async def scan_inactive_masters(self) -> None:
+        if not self.serving or self.raft is None or self.in_heartbeat_grace():
+            return
+        names = self.raft.read(lambda m: m.scan_need_reelect(
+            self.alive, self.policy(), self.config.enableElectUncleanMaster))
+        for name in names:
+            log.info("broker-set %s has no live master; electing", name)
+            await self.trigger_elect_master(name)
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -1,0 +1,120 @@
+"""Controller events: the only things the Raft log carries and the only way state changes.
+
+Each event is a frozen dataclass that round-trips through plain JSON (``to_dict``/``event_from_dict``).
+The log format is versioned by :data:`LOG_FORMAT_VERSION`; a node refuses entries of a newer version
+instead of misreading them. ``timestamp`` is stamped by the leader before the event is proposed, so every
+replica records the same time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar, TypeVar
+
+LOG_FORMAT_VERSION = 1
+
+ELECT_REASONS = ("INITIAL", "FAILOVER", "ADMIN", "UNCLEAN")
+
+
+@dataclass(frozen=True)
+class Event:
+    TYPE: ClassVar[str] = ""
+    timestamp: int = field(default=0, kw_only=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["eventType"] = self.TYPE
+        return body
+
+
+@dataclass(frozen=True)
+class ApplyBrokerIdEvent(Event):
+    TYPE: ClassVar[str] = "APPLY_BROKER_ID"
+    clusterName: str
+    brokerName: str
+    brokerAddress: str
+    newBrokerId: int
+    registerCheckCode: str
+
+
+@dataclass(frozen=True)
+class UpdateBrokerAddressEvent(Event):
+    TYPE: ClassVar[str] = "UPDATE_BROKER_ADDRESS"
+    clusterName: str
+    brokerName: str
+    brokerAddress: str
+    brokerId: int
+
+
+@dataclass(frozen=True)
+class ElectMasterEvent(Event):
+    TYPE: ClassVar[str] = "ELECT_MASTER"
+    brokerName: str
+    newMasterElected: bool
+    newMasterBrokerId: int | None = None
+    electReason: str | None = None
+    clusterName: str = ""
+
+
+@dataclass(frozen=True)
+class AlterSyncStateSetEvent(Event):
+    TYPE: ClassVar[str] = "ALTER_SYNC_STATE_SET"
+    brokerName: str
+    newSyncStateSet: tuple[int, ...]
+    clusterName: str = ""
+
+
+@dataclass(frozen=True)
+class CleanBrokerDataEvent(Event):
+    TYPE: ClassVar[str] = "CLEAN_BROKER_DATA"
+    brokerName: str
+    brokerIdSetToClean: tuple[int, ...] | None = None
+    clusterName: str = ""
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.TYPE: cls
+    for cls in (
+        ApplyBrokerIdEvent,
+        UpdateBrokerAddressEvent,
+        ElectMasterEvent,
+        AlterSyncStateSetEvent,
+        CleanBrokerDataEvent,
+    )
+}
+
+E = TypeVar("E", bound=Event)
+
+
+def stamp(event: E, timestamp_ms: int) -> E:
+    return replace(event, timestamp=timestamp_ms)
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild an event; raises ``ValueError`` on anything malformed (the caller decides what to do)."""
+    kind = data.get("eventType")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name in data:
+            value = data[f.name]
+            if f.name in ("newSyncStateSet", "brokerIdSetToClean") and value is not None:
+                value = tuple(int(v) for v in value)
+            kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def encode_entry(events: list[Event], request_id: str) -> str:
+    """One Raft log entry: a batch of events applied atomically, tagged with a request id for dedup."""
+    return json.dumps(
+        {"v": LOG_FORMAT_VERSION, "kind": "events", "reqId": request_id,
+         "events": [e.to_dict() for e in events]},
+        separators=(",", ":"),
+    )
+
+
+def encode_noop(request_id: str) -> str:
+    return json.dumps({"v": LOG_FORMAT_VERSION, "kind": "noop", "reqId": request_id}, separators=(",", ":"))

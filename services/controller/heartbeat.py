@@ -1,0 +1,125 @@
+"""The controller's local table of live brokers (not replicated: every controller keeps its own).
+
+Brokers heartbeat every controller. An entry expires when ``now - last > timeout``; the periodic scan
+removes expired entries and reports them so the leader can elect a new master. Time is injected.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+
+from services.common.clock import Clock
+
+DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 10_000
+MAX_PRIORITY = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class BrokerIdentity:
+    clusterName: str
+    brokerName: str
+    brokerId: int
+
+
+@dataclass(frozen=True)
+class BrokerLiveInfo:
+    clusterName: str
+    brokerName: str
+    brokerAddr: str
+    brokerId: int
+    lastUpdateMs: int
+    heartbeatTimeoutMs: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+    epoch: int = -1
+    maxOffset: int = -1
+    confirmOffset: int = -1
+    electionPriority: int = MAX_PRIORITY
+    asyncLearner: bool = False
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        return BrokerIdentity(self.clusterName, self.brokerName, self.brokerId)
+
+    def is_alive(self, now_ms: int) -> bool:
+        return self.lastUpdateMs + self.heartbeatTimeoutMs >= now_ms
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    clusterName: str
+    brokerName: str
+    brokerAddr: str
+    brokerId: int
+    epoch: int = -1
+    maxOffset: int = -1
+    confirmOffset: int = -1
+    heartbeatTimeoutMills: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+    electionPriority: int = MAX_PRIORITY
+    asyncLearner: bool = False
+
+
+class BrokerHeartbeatManager:
+    """Thread-safe live table. ``on_heartbeat`` from request handlers, ``scan`` from a timer."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._table: dict[BrokerIdentity, BrokerLiveInfo] = {}
+        self.started_ms = clock.monotonic_ms()
+
+    def on_heartbeat(self, hb: Heartbeat) -> None:
+        now = self._clock.monotonic_ms()
+        key = BrokerIdentity(hb.clusterName, hb.brokerName, hb.brokerId)
+        with self._lock:
+            old = self._table.get(key)
+            if old is None:
+                self._table[key] = BrokerLiveInfo(
+                    hb.clusterName, hb.brokerName, hb.brokerAddr, hb.brokerId, now,
+                    hb.heartbeatTimeoutMills, hb.epoch, hb.maxOffset, hb.confirmOffset,
+                    hb.electionPriority, hb.asyncLearner)
+                return
+            info = replace(old, brokerAddr=hb.brokerAddr, lastUpdateMs=now,
+                           heartbeatTimeoutMs=hb.heartbeatTimeoutMills,
+                           electionPriority=hb.electionPriority, asyncLearner=hb.asyncLearner)
+            # Progress only moves forward while the entry lives (a late, reordered heartbeat must not
+            # make a replica look less up to date than it is).
+            if hb.epoch > old.epoch or (hb.epoch == old.epoch and hb.maxOffset > old.maxOffset):
+                info = replace(info, epoch=hb.epoch, maxOffset=hb.maxOffset, confirmOffset=hb.confirmOffset)
+            self._table[key] = info
+
+    def get(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
+        with self._lock:
+            return self._table.get(BrokerIdentity(cluster, broker_name, broker_id))
+
+    def find(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
+        """Look a broker up by name and id (the controller keys broker-sets by name alone)."""
+        with self._lock:
+            for key, info in self._table.items():
+                if key.brokerName == broker_name and key.brokerId == broker_id:
+                    return info
+        return None
+
+    def is_active(self, broker_name: str, broker_id: int) -> bool:
+        info = self.find(broker_name, broker_id)
+        return info is not None and info.is_alive(self._clock.monotonic_ms())
+
+    def remove(self, broker_name: str, broker_id: int) -> None:
+        with self._lock:
+            for key in [k for k in self._table if k.brokerName == broker_name and k.brokerId == broker_id]:
+                del self._table[key]
+
+    def scan_expired(self) -> list[BrokerLiveInfo]:
+        """Remove and return every entry whose heartbeat timed out."""
+        now = self._clock.monotonic_ms()
+        with self._lock:
+            dead = [info for info in self._table.values() if not info.is_alive(now)]
+            for info in dead:
+                del self._table[info.identity]
+        return dead
+
+    def snapshot(self) -> list[BrokerLiveInfo]:
+        with self._lock:
+            return list(self._table.values())
+
+    def uptime_ms(self) -> int:
+        return self._clock.monotonic_ms() - self.started_ms

@@ -1,0 +1,198 @@
+"""Raft replication of the controller state machine. The only module that imports pysyncobj.
+
+One replicated method, :meth:`_ControllerSyncObj.apply_entry`, takes a versioned JSON entry (a batch
+of events, or a no-op barrier) so that method ids never change when the code is refactored. Apply
+never raises, de-duplicates by request id, and runs under a lock that readers also take.
+
+Configuration follows the safety rules for pysyncobj 0.3.17: explicit bind address, a password
+(encrypts and authenticates peer traffic), journal *and* full dump files, unbatched appends, a short
+leader fall-back timeout so a leader cut off from the majority steps down within a second, and no
+command waits forever for a leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pysyncobj import SyncObj, SyncObjConf, replicated  # type: ignore[import-untyped]
+from pysyncobj.config import FAIL_REASON  # type: ignore[import-untyped]
+
+from services.controller.events import LOG_FORMAT_VERSION, encode_entry, encode_noop, event_from_dict
+from services.controller.events import Event
+from services.controller.state_machine import ReplicasInfoManager
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_FAIL_NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
+
+
+class RaftError(Exception):
+    """A proposal did not commit (not leader, no quorum, timeout). ``outcome_unknown`` means it may
+    still commit later; a retry with the same request id is then safe."""
+
+    def __init__(self, reason: str, outcome_unknown: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.outcome_unknown = outcome_unknown
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    self_address: str  # host:raftPort
+    peer_addresses: list[str]  # other nodes' host:raftPort
+    bind_address: str
+    store_dir: Path
+    password: str | None
+    election_timeout_min_s: float = 0.6
+    election_timeout_max_s: float = 1.2
+    heartbeat_period_s: float = 0.1
+    leader_fallback_timeout_s: float = 0.5
+    log_compaction_min_entries: int = 5000
+    log_compaction_min_time_s: int = 300
+
+
+class _ControllerSyncObj(SyncObj):  # type: ignore[misc]
+    def __init__(self, settings: RaftSettings, conf: SyncObjConf) -> None:
+        # Everything assigned before super().__init__() is excluded from snapshots.
+        self._lock = threading.RLock()
+        super().__init__(settings.self_address, settings.peer_addresses, conf)
+        self.manager = ReplicasInfoManager()
+
+    @replicated  # type: ignore[misc]
+    def apply_entry(self, entry: str) -> dict[str, Any]:
+        with self._lock:
+            try:
+                return _apply_entry(self.manager, entry)
+            except Exception as exc:  # never let an exception escape an apply
+                log.exception("raft apply failed for entry %.200s", entry)
+                return {"ok": False, "error": repr(exc)}
+
+
+def _apply_entry(manager: ReplicasInfoManager, entry: str) -> dict[str, Any]:
+    data = json.loads(entry)
+    if data.get("v") != LOG_FORMAT_VERSION:
+        log.error("log entry of unsupported version %r skipped", data.get("v"))
+        return {"ok": False, "error": "unsupported log entry version"}
+    request_id = str(data.get("reqId", ""))
+    if request_id and manager.seen_request(request_id):
+        return {"ok": True, "duplicate": True}
+    if data.get("kind") == "events":
+        for raw in data.get("events", []):
+            try:
+                event = event_from_dict(raw)
+            except (TypeError, ValueError) as exc:
+                log.error("malformed event %r skipped: %s", raw, exc)
+                continue
+            manager.apply_event(event)
+    if request_id:
+        manager.remember_request(request_id)
+    return {"ok": True}
+
+
+class RaftNode:
+    """Owns the SyncObj; must be created on the main thread (pysyncobj's tick thread dies with the
+    thread that created it)."""
+
+    def __init__(self, settings: RaftSettings,
+                 on_state_changed: Callable[[bool], None] | None = None) -> None:
+        settings.store_dir.mkdir(parents=True, exist_ok=True)
+        self._on_state_changed = on_state_changed
+        conf = SyncObjConf(
+            password=settings.password,
+            bindAddress=settings.bind_address,
+            journalFile=str(settings.store_dir / "raft.journal"),
+            fullDumpFile=str(settings.store_dir / "raft.dump"),
+            appendEntriesUseBatch=False,
+            appendEntriesPeriod=settings.heartbeat_period_s,
+            raftMinTimeout=settings.election_timeout_min_s,
+            raftMaxTimeout=settings.election_timeout_max_s,
+            connectionTimeout=max(settings.election_timeout_max_s, 1.5),
+            leaderFallbackTimeout=settings.leader_fallback_timeout_s,
+            commandsWaitLeader=False,
+            connectionRetryTime=1.0,
+            dynamicMembershipChange=False,
+            logCompactionMinEntries=settings.log_compaction_min_entries,
+            logCompactionMinTime=settings.log_compaction_min_time_s,
+            onStateChanged=self._state_changed,
+        )
+        self._obj = _ControllerSyncObj(settings, conf)
+        self.settings = settings
+
+    # -------------------------------------------------------------- proposals
+    async def propose_events(self, events: list[Event], timeout_s: float,
+                             request_id: str | None = None) -> dict[str, Any]:
+        return await self._propose(encode_entry(events, request_id or uuid.uuid4().hex), timeout_s)
+
+    async def barrier(self, timeout_s: float) -> None:
+        """Commit a no-op: when it returns, this node was leader of a majority after the call began,
+        and has applied every entry committed before it."""
+        await self._propose(encode_noop(uuid.uuid4().hex), timeout_s)
+
+    async def _propose(self, entry: str, timeout_s: float) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+        def done(result: Any, err: Any) -> None:
+            loop.call_soon_threadsafe(_resolve, future, result, err)
+
+        self._obj.apply_entry(entry, callback=done)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            raise RaftError("timed out waiting for the Raft commit", outcome_unknown=True) from None
+
+    # -------------------------------------------------------------- reads and status
+    def read(self, fn: Callable[[ReplicasInfoManager], T]) -> T:
+        with self._obj._lock:
+            return fn(self._obj.manager)
+
+    def is_leader(self) -> bool:
+        return bool(self._obj._isLeader())
+
+    def leader_address(self) -> str | None:
+        leader = self._obj._getLeader()
+        return None if leader is None else str(leader.address)
+
+    def status(self) -> dict[str, Any]:
+        st = self._obj.getStatus()
+        return {
+            "state": {0: "FOLLOWER", 1: "CANDIDATE", 2: "LEADER"}.get(st.get("state"), "UNKNOWN"),
+            "term": st.get("raft_term"), "commitIndex": st.get("commit_idx"),
+            "lastApplied": st.get("last_applied"), "logLength": st.get("log_len"),
+            "leader": None if st.get("leader") is None else str(st["leader"].address),
+            "hasQuorum": st.get("has_quorum"),
+        }
+
+    def tick_thread_alive(self) -> bool:
+        return bool(self._obj.tick_thread_alive())
+
+    def force_log_compaction(self) -> None:
+        self._obj.forceLogCompaction()
+
+    def destroy(self) -> None:
+        self._obj.destroy_synchronous()
+
+    def _state_changed(self, old: int, new: int) -> None:  # runs on the tick thread
+        if self._on_state_changed is not None:
+            self._on_state_changed(new == 2)
+
+
+def _resolve(future: asyncio.Future[dict[str, Any]], result: Any, err: Any) -> None:
+    if future.done():
+        return
+    if err == FAIL_REASON.SUCCESS:
+        future.set_result(result if isinstance(result, dict) else {"ok": True})
+        return
+    name = _FAIL_NAMES.get(err, str(err))
+    unknown = err in (FAIL_REASON.LEADER_CHANGED, getattr(FAIL_REASON, "UNKNOWN_OUTCOME", -99))
+    future.set_exception(RaftError(f"Raft proposal failed: {name}", outcome_unknown=unknown))

@@ -1,0 +1,114 @@
+"""Process entry point of a controller node: config → logging → Raft → HTTP server → clean shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from services.common.errors import ConfigError
+from services.common.props import load_properties
+from services.controller.api import create_app
+from services.controller.config import ControllerConfig, config_from_properties
+from services.controller.controller import ControllerManager
+from services.controller.raft import RaftNode, RaftSettings
+
+log = logging.getLogger("mqctl.controller")
+
+
+def build_config(config_file: str | None, overrides: dict[str, str],
+                 warnings: list[str] | None = None) -> ControllerConfig:
+    """defaults < config file < runtime updates persisted in configStorePath < flags."""
+    config = ControllerConfig()
+    if config_file:
+        config = config_from_properties(load_properties(config_file), config, warnings)
+    config = config_from_properties(overrides, config, warnings)
+    store = config.config_store_file
+    if store.exists():
+        config = config_from_properties(load_properties(store), config, warnings)
+        config = config_from_properties(overrides, config, warnings)
+    config.validate()
+    return config
+
+
+def setup_logging(config: ControllerConfig) -> Path:
+    log_dir = config.store_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / "controller.log"
+    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s")
+    root = logging.getLogger()
+    root.handlers.clear()
+    file_handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=50 * 2**20, backupCount=5)
+    file_handler.setFormatter(fmt)
+    stderr_handler = logging.StreamHandler(sys.stderr)
+    stderr_handler.setFormatter(fmt)
+    root.addHandler(file_handler)
+    root.addHandler(stderr_handler)
+    root.setLevel(config.logLevel.upper())
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    return log_file
+
+
+def check_port_free(host: str, port: int, what: str) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port} for the {what}: {exc.strerror}; "
+                              "is another controller already running there?") from None
+
+
+def run(config: ControllerConfig) -> None:
+    """Run one controller node until SIGTERM/SIGINT. Must be called on the main thread."""
+    me = config.self_peer()
+    host = config.listen_host()
+    check_port_free(host, me.port, "controller API")
+    check_port_free(host, me.raft_port, "Raft peer port")
+    log_file = setup_logging(config)
+    if not config.controllerRaftPassword:
+        log.warning("controllerRaftPassword is not set: Raft traffic is neither encrypted nor authenticated. "
+                    "This is only allowed because every peer is on loopback.")
+    log.info("starting controller %s (group %s) api=%s raft=%s peers=%s store=%s log=%s", me.id,
+             config.controllerDLegerGroup, me.address, me.raft_address, config.controllerDLegerPeers,
+             config.store_dir, log_file)
+    manager = ControllerManager(config)
+    raft = RaftNode(RaftSettings(
+        self_address=me.raft_address,
+        peer_addresses=[p.raft_address for p in config.peers() if p.id != me.id],
+        bind_address=f"{host}:{me.raft_port}",
+        store_dir=config.store_dir / "raft",
+        password=config.controllerRaftPassword or None,
+        election_timeout_min_s=config.raftElectionTimeoutMinMillis / 1000,
+        election_timeout_max_s=config.raftElectionTimeoutMaxMillis / 1000,
+        heartbeat_period_s=config.raftHeartbeatIntervalMillis / 1000,
+        leader_fallback_timeout_s=config.raftLeaderFallbackTimeoutMillis / 1000,
+        log_compaction_min_entries=config.raftLogCompactionMinEntries,
+        log_compaction_min_time_s=config.raftLogCompactionMinTimeSecs,
+    ), on_state_changed=manager.on_raft_state_changed)
+    manager.attach_raft(raft)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await manager.start()
+        log.info("controller %s serving HTTP on %s:%d", me.id, host, me.port)
+        yield
+        await manager.stop()
+
+    app = create_app(manager)
+    app.router.lifespan_context = lifespan
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=me.port, log_config=None,
+                                           access_log=False, lifespan="on", timeout_graceful_shutdown=3))
+    try:
+        server.run()
+    finally:
+        log.info("controller %s shutting down Raft", me.id)
+        raft.destroy()
+        log.info("controller %s stopped", me.id)

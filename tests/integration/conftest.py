@@ -1,0 +1,126 @@
+"""Fixtures that start real controller processes on loopback and always stop them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqctl.localcluster import ControllerCluster
+from services.common.controller_client import ControllerClient, Envelope
+from services.common.errors import MqctlError
+
+FAST_SCANS = {"scanNotActiveBrokerInterval": 300, "scanInactiveMasterInterval": 500,
+              "notifyBrokerRoleChanged": "false"}
+
+
+@pytest.fixture
+def controllers(tmp_path: Path) -> Iterator[ControllerCluster]:
+    cluster = ControllerCluster(tmp_path / "cluster", extra=dict(FAST_SCANS))
+    cluster.configure()
+    cluster.start()
+    try:
+        cluster.leader(timeout=60)
+        yield cluster
+    finally:
+        cluster.kill_all()
+        for node in cluster.nodes:
+            if node.log_file.exists() and os.environ.get("MQCTL_TEST_SHOW_LOGS"):
+                print(node.log_file.read_text()[-3000:])
+
+
+@dataclass
+class FakeBrokerHeartbeats:
+    """Sends heartbeats the way a broker does (to every controller), from a background thread."""
+
+    addresses: list[str]
+    brokers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    interval: float = 0.2
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def add(self, cluster: str, name: str, broker_id: int, address: str, timeout_ms: int = 1500,
+            epoch: int = -1, max_offset: int = -1, priority: int = 0) -> None:
+        self.brokers[broker_id] = {
+            "clusterName": cluster, "brokerName": name, "brokerAddr": address, "brokerId": broker_id,
+            "epoch": epoch, "maxOffset": max_offset, "confirmOffset": -1,
+            "heartbeatTimeoutMills": timeout_ms, "electionPriority": priority}
+
+    def remove(self, broker_id: int) -> None:
+        self.brokers.pop(broker_id, None)
+
+    def beat_once(self) -> None:
+        with ControllerClient(self.addresses, timeout=1.0) as client:
+            for body in list(self.brokers.values()):
+                for address in self.addresses:
+                    try:
+                        client.request_node(address, "POST", "/v1/controller/heartbeat", json=body)
+                    except MqctlError:
+                        pass
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.is_set():
+                self.beat_once()
+                self._stop.wait(self.interval)
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def heartbeats(controllers: ControllerCluster) -> Iterator[FakeBrokerHeartbeats]:
+    hb = FakeBrokerHeartbeats([n.address for n in controllers.nodes])
+    hb.start()
+    try:
+        yield hb
+    finally:
+        hb.stop()
+
+
+def register_broker(client: ControllerClient, cluster: str, name: str, address: str) -> int:
+    """getNextBrokerId → applyBrokerId → registerBroker, as a starting broker does."""
+    next_id = client.call("POST", "/v1/controller/getNextBrokerId",
+                          json={"clusterName": cluster, "brokerName": name}).data["nextBrokerId"]
+    client.call("POST", "/v1/controller/applyBrokerId", json={
+        "clusterName": cluster, "brokerName": name, "appliedBrokerId": next_id,
+        "registerCheckCode": f"{address};{int(time.time() * 1000)}"})
+    client.call("POST", "/v1/controller/registerBroker", json={
+        "clusterName": cluster, "brokerName": name, "brokerId": next_id, "brokerAddress": address})
+    return int(next_id)
+
+
+def poll(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except MqctlError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mqctl", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def call(client: ControllerClient, method: str, path: str, **kwargs: Any) -> Envelope:
+    """Like client.call but returns refusals instead of raising (to assert codes)."""
+    return client.call(method, path, accept=tuple(range(1, 3000)), **kwargs)

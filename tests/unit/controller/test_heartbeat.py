@@ -1,0 +1,194 @@
+"""BrokerHeartbeatManager (§4.2, §7.5) on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.clock import FakeClock
+from services.controller.heartbeat import (
+    DEFAULT_BROKER_CHANNEL_EXPIRED_TIME,
+    MAX_PRIORITY,
+    BrokerHeartbeatManager,
+    BrokerIdentity,
+    BrokerLiveInfo,
+    Heartbeat,
+)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(start_ms=1_000_000)
+
+
+@pytest.fixture
+def hb(clock: FakeClock) -> BrokerHeartbeatManager:
+    return BrokerHeartbeatManager(clock)
+
+
+def beat(broker_id: int = 1, *, addr: str = "127.0.0.1:7000", epoch: int = -1, max_offset: int = -1,
+         confirm: int = -1, timeout: int = 3000, priority: int = 0, learner: bool = False,
+         cluster: str = "cluster1", name: str = "broker1") -> Heartbeat:
+    return Heartbeat(cluster, name, addr, broker_id, epoch, max_offset, confirm, timeout, priority, learner)
+
+
+class TestLiveness:
+    def test_detect_broker_alive(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        """§7.5 testDetectBrokerAlive: one heartbeat with timeout 3000 expires after 3000 ms."""
+        hb.on_heartbeat(beat(1, epoch=1, max_offset=1, confirm=-1, timeout=3000, priority=0))
+        assert hb.is_active("broker1", 1)
+        assert hb.scan_expired() == []
+        clock.advance(3000)
+        assert hb.is_active("broker1", 1)  # last + timeout >= now
+        assert hb.scan_expired() == []
+        clock.advance(1)
+        assert not hb.is_active("broker1", 1)
+        expired = hb.scan_expired()
+        assert [(e.clusterName, e.brokerName, e.brokerAddr, e.brokerId) for e in expired] == [
+            ("cluster1", "broker1", "127.0.0.1:7000", 1)]
+        # removed: a second scan reports nothing, and the entry is gone
+        assert hb.scan_expired() == []
+        assert hb.get("cluster1", "broker1", 1) is None
+        assert hb.find("broker1", 1) is None
+        assert not hb.is_active("broker1", 1)
+
+    def test_heartbeat_refreshes(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        hb.on_heartbeat(beat(1, timeout=3000))
+        for _ in range(10):
+            clock.advance(2000)
+            hb.on_heartbeat(beat(1, timeout=3000))
+            assert hb.scan_expired() == []
+        assert hb.is_active("broker1", 1)
+        info = hb.get("cluster1", "broker1", 1)
+        assert info is not None and info.lastUpdateMs == clock.monotonic_ms()
+
+    def test_only_expired_entries_are_scanned_out(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        hb.on_heartbeat(beat(1, timeout=3000))
+        hb.on_heartbeat(beat(2, timeout=10_000))
+        clock.advance(5000)
+        hb.on_heartbeat(beat(3, timeout=1000))
+        expired = hb.scan_expired()
+        assert [e.brokerId for e in expired] == [1]
+        assert sorted(i.brokerId for i in hb.snapshot()) == [2, 3]
+        assert hb.is_active("broker1", 2) and hb.is_active("broker1", 3)
+
+    def test_absent_entry_is_not_active(self, hb: BrokerHeartbeatManager) -> None:
+        assert not hb.is_active("broker1", 1)
+        assert hb.get("cluster1", "broker1", 1) is None
+
+    def test_timeout_is_refreshed_by_each_heartbeat(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        hb.on_heartbeat(beat(1, timeout=10_000))
+        hb.on_heartbeat(beat(1, timeout=1000))
+        clock.advance(1001)
+        assert not hb.is_active("broker1", 1)
+        assert [e.brokerId for e in hb.scan_expired()] == [1]
+
+    def test_negative_timeout_is_dead_immediately(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(beat(1, timeout=-10_000))
+        assert not hb.is_active("broker1", 1)
+
+    def test_broker_live_info_is_alive(self) -> None:
+        info = BrokerLiveInfo("c", "n", "a", 1, lastUpdateMs=100, heartbeatTimeoutMs=50)
+        assert info.is_alive(150)
+        assert not info.is_alive(151)
+        assert info.identity == BrokerIdentity("c", "n", 1)
+
+    def test_re_insert_after_expiry(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        hb.on_heartbeat(beat(1, epoch=5, max_offset=500, timeout=1000))
+        clock.advance(2000)
+        hb.scan_expired()
+        # a fresh entry: progress starts over from what the broker reports now
+        hb.on_heartbeat(beat(1, epoch=1, max_offset=10, timeout=1000))
+        info = hb.get("cluster1", "broker1", 1)
+        assert info is not None and (info.epoch, info.maxOffset) == (1, 10)
+
+
+class TestProgress:
+    def test_first_insert_stores_everything_including_confirm_offset(self, hb: BrokerHeartbeatManager,
+                                                                       clock: FakeClock) -> None:
+        hb.on_heartbeat(beat(1, addr="h:1", epoch=2, max_offset=200, confirm=150, timeout=4000, priority=7,
+                             learner=True))
+        info = hb.get("cluster1", "broker1", 1)
+        assert info == BrokerLiveInfo("cluster1", "broker1", "h:1", 1, clock.monotonic_ms(), 4000, 2, 200, 150, 7,
+                                      True)
+
+    def test_heartbeat_defaults(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(Heartbeat("c", "n", "h:1", 1))
+        info = hb.get("c", "n", 1)
+        assert info is not None
+        assert (info.epoch, info.maxOffset, info.confirmOffset) == (-1, -1, -1)
+        assert info.heartbeatTimeoutMs == DEFAULT_BROKER_CHANNEL_EXPIRED_TIME == 10_000
+        assert info.electionPriority == MAX_PRIORITY == 2**31 - 1
+        assert info.asyncLearner is False
+
+    @pytest.mark.parametrize(("epoch", "offset", "confirm", "expected"), [
+        (1, 101, 90, (1, 101, 90)),     # same epoch, higher offset: updated
+        (2, 5, 1, (2, 5, 1)),           # higher epoch, lower offset: updated
+        (1, 100, 99, (1, 100, 50)),     # same epoch, same offset: kept (confirmOffset too)
+        (1, 99, 99, (1, 100, 50)),      # same epoch, lower offset: kept
+        (0, 10_000, 99, (1, 100, 50)),  # lower epoch: kept
+    ])
+    def test_progress_only_moves_forward(self, hb: BrokerHeartbeatManager, epoch: int, offset: int,
+                                         confirm: int, expected: tuple[int, int, int]) -> None:
+        hb.on_heartbeat(beat(1, epoch=1, max_offset=100, confirm=50))
+        hb.on_heartbeat(beat(1, epoch=epoch, max_offset=offset, confirm=confirm))
+        info = hb.get("cluster1", "broker1", 1)
+        assert info is not None
+        assert (info.epoch, info.maxOffset, info.confirmOffset) == expected
+
+    def test_address_priority_timeout_and_learner_always_refreshed(self, hb: BrokerHeartbeatManager,
+                                                                    clock: FakeClock) -> None:
+        hb.on_heartbeat(beat(1, addr="old:1", epoch=3, max_offset=30, priority=1, timeout=3000))
+        clock.advance(10)
+        hb.on_heartbeat(beat(1, addr="new:1", epoch=1, max_offset=1, priority=9, timeout=5000, learner=True))
+        info = hb.get("cluster1", "broker1", 1)
+        assert info is not None
+        assert (info.brokerAddr, info.electionPriority, info.heartbeatTimeoutMs, info.asyncLearner) == (
+            "new:1", 9, 5000, True)
+        assert info.lastUpdateMs == clock.monotonic_ms()
+        assert (info.epoch, info.maxOffset) == (3, 30)
+
+
+class TestLookup:
+    def test_entries_are_keyed_by_cluster_name_and_id(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(beat(1, cluster="c1", name="b", addr="a:1"))
+        hb.on_heartbeat(beat(1, cluster="c2", name="b", addr="a:2"))
+        hb.on_heartbeat(beat(2, cluster="c1", name="b", addr="a:3"))
+        assert len(hb.snapshot()) == 3
+        assert hb.get("c1", "b", 1).brokerAddr == "a:1"  # type: ignore[union-attr]
+        assert hb.get("c2", "b", 1).brokerAddr == "a:2"  # type: ignore[union-attr]
+        assert hb.get("c3", "b", 1) is None
+
+    def test_find_ignores_the_cluster(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(beat(2, cluster="whatever", name="b", addr="a:2"))
+        found = hb.find("b", 2)
+        assert found is not None and found.brokerAddr == "a:2"
+        assert hb.is_active("b", 2)
+        assert hb.find("b", 1) is None and hb.find("x", 2) is None
+
+    def test_remove(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(beat(1, cluster="c1"))
+        hb.on_heartbeat(beat(1, cluster="c2"))
+        hb.on_heartbeat(beat(2, cluster="c1"))
+        hb.remove("broker1", 1)
+        assert [i.brokerId for i in hb.snapshot()] == [2]
+        hb.remove("broker1", 9)  # unknown: no error
+        assert len(hb.snapshot()) == 1
+
+    def test_snapshot_is_a_copy(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(beat(1))
+        snap = hb.snapshot()
+        snap.clear()
+        assert len(hb.snapshot()) == 1
+
+    def test_uptime(self, clock: FakeClock) -> None:
+        hb = BrokerHeartbeatManager(clock)
+        assert hb.uptime_ms() == 0
+        clock.advance(1234)
+        assert hb.uptime_ms() == 1234
+
+
+def test_fake_clock() -> None:
+    c = FakeClock(5)
+    assert c.now_ms() == c.monotonic_ms() == 5
+    c.advance(10)
+    assert c.now_ms() == c.monotonic_ms() == 15
