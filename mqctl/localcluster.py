@@ -159,3 +159,74 @@ class ControllerCluster:
     def kill_all(self) -> None:
         for node in self.nodes:
             node.kill()
+
+
+@dataclass
+class BrokerNode:
+    """One broker process with its own .conf, store and log under ``directory``."""
+
+    name: str
+    directory: Path
+    port: int
+    ha_port: int
+    controller_addr: str
+    cluster: str = "DefaultCluster"
+    extra: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def conf_file(self) -> Path:
+        return self.directory / "broker.conf"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "broker.out"
+
+    @property
+    def store_dir(self) -> Path:
+        return self.directory / "store"
+
+    def write_conf(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        props: dict[str, Any] = {
+            "brokerClusterName": self.cluster, "brokerName": self.name, "brokerIP1": "127.0.0.1",
+            "listenPort": self.port, "haListenPort": self.ha_port, "storePathRootDir": str(self.store_dir),
+            "controllerAddr": self.controller_addr, **self.extra,
+        }
+        self.conf_file.write_text(format_properties(props), encoding="utf-8")
+
+    def start(self) -> None:
+        if not self.conf_file.exists():
+            self.write_conf()
+        with open(self.log_file, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "services.broker", "-c", str(self.conf_file)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                try:
+                    self.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+
+def make_broker(root: Path, name: str, index: int, controller_addr: str, used_ports: set[int] | None = None,
+                **extra: Any) -> BrokerNode:
+    port = free_port_pair(used_ports)
+    return BrokerNode(name, root / f"{name}-{index}", port, port + 1, controller_addr, extra=dict(extra))

@@ -24,7 +24,9 @@ def envelope(code: int, remark: str | None = None, data: Any = None) -> dict[str
     return {"code": int(code), "codeName": code_name(int(code)), "remark": remark or "", "data": data}
 
 
-def respond(code: int, remark: str | None = None, data: Any = None) -> JSONResponse:
+def respond(code: int, remark: str | None = None, data: Any = None, status: int | None = None) -> JSONResponse:
+    if status is not None:
+        return JSONResponse(envelope(code, remark, data), status_code=status)
     status = 200
     if code == ResponseCode.INVALID_PARAMETER:
         status = 400

@@ -1,0 +1,214 @@
+"""Broker commands: startBroker, sendMessage, consumeMessage, getBrokerEpoch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from mqctl import render_broker
+from mqctl.app import App, pass_app
+from mqctl.commands.controller import CONTROLLER_ADDR_HELP, _overrides, format_option, watch_options
+from services.common.broker_client import BrokerClient, broker_sets, master_address, replica_addresses
+from services.common.codes import ResponseCode
+from services.common.errors import MqctlError, RemoteError, UnreachableError, UsageError
+
+
+def _controller_addr(a: str | None, n: str | None) -> str | None:
+    return a or n
+
+
+# ---------------------------------------------------------------------- startBroker
+@click.command("startBroker")
+@click.option("-c", "--configFile", "config_file", type=click.Path(dir_okay=False),
+              help="RocketMQ-style properties file (brokerClusterName, brokerName, listenPort, controllerAddr...).")
+@click.option("--cluster", "cluster", help="Override brokerClusterName.")
+@click.option("--broker-name", "broker_name", help="Override brokerName.")
+@click.option("--listen-port", "listen_port", type=int, help="Override listenPort (client API).")
+@click.option("--ha-port", "ha_port", type=int, help="Override haListenPort (replication).")
+@click.option("--store-path", "store_path", help="Override storePathRootDir.")
+@click.option("--controller-addr", "controller_addr", help="Override controllerAddr ('a:p;b:p').")
+@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Override any property (repeatable), e.g. -o flushDiskType=SYNC_FLUSH.")
+@click.option("-p", "--printConfigItem", "print_config", is_flag=True,
+              help="Print the effective configuration and exit.")
+@pass_app
+def start_broker(app: App, config_file: str | None, cluster: str | None, broker_name: str | None,
+                 listen_port: int | None, ha_port: int | None, store_path: str | None,
+                 controller_addr: str | None, options: tuple[str, ...], print_config: bool) -> None:
+    """Start a broker in controller mode (runs in the foreground until SIGTERM/Ctrl-C).
+
+    It registers with the controller (keeping a persistent broker id in <store>/brokerIdentity), takes
+    the role the controller gives it, and refuses writes until it knows that role.
+
+    \b
+    Examples:
+      mqctl startBroker -c conf/broker-a-n1.conf
+      mqctl start-broker --broker-name broker-a --listen-port 10911 --ha-port 10912 \\
+          --store-path /var/lib/mqctl/broker-a-1 --controller-addr '127.0.0.1:9878;127.0.0.1:9868'
+    """
+    from services.broker.server import build_config, run
+
+    overrides = _overrides(options)
+    for key, value in (("brokerClusterName", cluster), ("brokerName", broker_name),
+                       ("listenPort", listen_port), ("haListenPort", ha_port), ("storePathRootDir", store_path),
+                       ("controllerAddr", controller_addr)):
+        if value is not None:
+            overrides[key] = str(value)
+    warnings: list[str] = []
+    config = build_config(config_file, overrides, warnings)
+    for warning in warnings:
+        app.warn(warning)
+    if print_config:
+        from mqctl import render
+        render.show_configs(app, "mqadmin", [(config.address, config.as_properties())])
+        return
+    run(config, warnings)
+
+
+# ---------------------------------------------------------------------- sendMessage
+@click.command("sendMessage")
+@click.option("-t", "--topic", required=True, help="Topic.")
+@click.option("-p", "--body", required=True, help="Message body (UTF-8 text).")
+@click.option("-k", "--keys", default="", help="Message keys.")
+@click.option("--tags", default="", help="Message tags.")
+@click.option("-q", "--queueId", "queue_id", type=click.IntRange(min=0), default=None,
+              help="Queue id (default: round robin).")
+@click.option("-c", "--clusterName", "cluster_name", help="Cluster (with -b, or alone: its first master).")
+@click.option("-b", "--brokerName", "broker_name", help="Broker name; its master is found through the controller.")
+@click.option("--brokerAddr", "broker_addr", help="Send to this broker address directly.")
+@click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
+@click.option("--count", type=click.IntRange(min=1, max=1_000_000), default=1, show_default=True,
+              help="Send this many messages (the body gets a ' #<n>' suffix when more than one).")
+@format_option
+@pass_app
+def send_message(app: App, topic: str, body: str, keys: str, tags: str, queue_id: int | None,
+                 cluster_name: str | None, broker_name: str | None, broker_addr: str | None,
+                 controller_address: str | None, count: int, fmt: str) -> None:
+    """Send a message to the master of a broker-set.
+
+    \b
+    Examples:
+      mqctl sendMessage -t TopicTest -p 'hello' -b broker-a
+      mqctl sendMessage -t TopicTest -p 'hello' -k order-42 --brokerAddr 127.0.0.1:10911 --format json
+    """
+    address = broker_addr or _find_master(app, controller_address, broker_name, cluster_name)
+    results = []
+    with BrokerClient(app.timeout) as brokers:
+        for i in range(count):
+            text = body if count == 1 else f"{body} #{i}"
+            payload = {"topic": topic, "body": text, "keys": keys, "tags": tags, "queueId": queue_id}
+            env, address = _send(brokers, address, payload, follow=broker_addr is None)
+            results.append({"brokerName": broker_name, "brokerAddr": address, **env.data})
+    render_broker.show_sent(app, fmt, results)
+
+
+def _find_master(app: App, controller_address: str | None, broker_name: str | None, cluster: str | None) -> str:
+    with app.controller(controller_address) as client:
+        return master_address(client, broker_name, cluster)
+
+
+def _send(brokers: BrokerClient, address: str, payload: dict[str, Any], follow: bool) -> tuple[Any, str]:
+    env = brokers.request(address, "POST", "/v1/broker/sendMessage", json=payload,
+                          accept=(ResponseCode.SERVICE_NOT_AVAILABLE,))
+    if env.code == ResponseCode.SERVICE_NOT_AVAILABLE:
+        master = (env.data or {}).get("masterAddress")
+        if follow and master and master != address:
+            return _send(brokers, str(master), payload, follow=False)
+        raise RemoteError(env.code, env.remark)
+    return env, address
+
+
+# ---------------------------------------------------------------------- consumeMessage
+@click.command("consumeMessage")
+@click.option("-t", "--topic", required=True, help="Topic.")
+@click.option("-q", "--queueId", "queue_id", type=click.IntRange(min=0), default=None,
+              help="Queue id (default: every queue).")
+@click.option("-o", "--offset", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Queue offset to start from.")
+@click.option("-n", "--count", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Maximum number of messages.")
+@click.option("-c", "--clusterName", "cluster_name", help="Cluster (its first master).")
+@click.option("-b", "--brokerName", "broker_name", help="Broker name; its master is found through the controller.")
+@click.option("--brokerAddr", "broker_addr", help="Read from this broker address (e.g. a slave).")
+@click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
+@format_option
+@pass_app
+def consume_message(app: App, topic: str, queue_id: int | None, offset: int, count: int,
+                    cluster_name: str | None, broker_name: str | None, broker_addr: str | None,
+                    controller_address: str | None, fmt: str) -> None:
+    """Read messages of a topic (only confirmed messages are readable).
+
+    \b
+    Examples:
+      mqctl consumeMessage -t TopicTest -b broker-a
+      mqctl consumeMessage -t TopicTest -q 0 -o 100 -n 10 --brokerAddr 127.0.0.1:10911 --format json
+    """
+    address = broker_addr or _find_master(app, controller_address, broker_name, cluster_name)
+    messages: list[dict[str, Any]] = []
+    with BrokerClient(app.timeout) as brokers:
+        queues = [queue_id] if queue_id is not None else _queue_ids(brokers, address, topic)
+        for qid in queues:
+            next_offset = offset
+            while len(messages) < count:
+                data = brokers.request(address, "GET", "/v1/broker/pullMessage", params={
+                    "topic": topic, "queueId": qid, "queueOffset": next_offset,
+                    "maxNums": min(1024, count - len(messages))}).data
+                messages.extend(data["messages"])
+                if data["status"] != "FOUND":
+                    break
+                next_offset = data["nextBeginOffset"]
+    render_broker.show_consumed(app, fmt, address, messages)
+
+
+def _queue_ids(brokers: BrokerClient, address: str, topic: str) -> list[int]:
+    topics = brokers.request(address, "GET", "/v1/broker/topics").data["topics"]
+    for entry in topics:
+        if entry["topic"] == topic:
+            return [q["queueId"] for q in entry["queues"]]
+    raise UsageError(f"topic {topic} does not exist on {address}")
+
+
+# ---------------------------------------------------------------------- getBrokerEpoch
+@click.command("getBrokerEpoch")
+@click.option("-b", "--brokerName", "broker_name", help="Broker name (takes precedence over -c).")
+@click.option("-c", "--clusterName", "cluster_name", help="Every broker-set of this cluster.")
+@click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
+@click.option("-n", "--namesrvAddr", "namesrv", metavar="ADDR", help="Alias of -a (there is no name server).")
+@watch_options
+@format_option
+@pass_app
+def get_broker_epoch(app: App, broker_name: str | None, cluster_name: str | None, controller_address: str | None,
+                     namesrv: str | None, interval: float | None, count: int | None, fmt: str) -> None:
+    """Show every replica's epoch entries (which master epoch wrote which commitlog range).
+
+    Brokers are found through the controller; an unreachable broker is shown as such.
+
+    \b
+    Examples:
+      mqctl getBrokerEpoch -b broker-a
+      mqctl getBrokerEpoch -c DefaultCluster --format mqadmin
+    """
+    with app.controller(_controller_addr(controller_address, namesrv)) as client, BrokerClient(app.timeout) as brokers:
+        def show() -> None:
+            rows = []
+            for bs in broker_sets(client, broker_name, None if broker_name else cluster_name):
+                for broker_id, address in replica_addresses(bs):
+                    rows.append(_epoch_row(brokers, bs, broker_id, address))
+            render_broker.show_epochs(app, fmt, rows)
+        app.watch(show, interval, count)
+
+
+def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, address: str) -> dict[str, Any]:
+    base = {"clusterName": bs.get("clusterName"), "brokerName": bs.get("brokerName"), "brokerAddr": address,
+            "brokerId": broker_id}
+    try:
+        data = brokers.request(address, "GET", "/v1/broker/epochCache").data
+    except (UnreachableError, MqctlError) as exc:
+        return {**base, "role": None, "epochEntries": [], "maxOffset": None, "confirmOffset": None,
+                "reachable": False, "error": str(exc)}
+    return {**base, "role": data["role"], "epochEntries": data["epochEntries"], "maxOffset": data["maxOffset"],
+            "confirmOffset": data["confirmOffset"], "reachable": True}
+
+
+COMMANDS = [start_broker, send_message, consume_message, get_broker_epoch]

@@ -1,0 +1,90 @@
+"""Output formats of the broker commands (table, mqadmin, json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from mqctl.app import App
+
+
+def show_sent(app: App, fmt: str, results: list[dict[str, Any]]) -> None:
+    docs = [{"brokerName": r.get("brokerName"), "brokerAddr": r.get("brokerAddr"), "status": r.get("status"),
+             "msgId": r.get("msgId"), "queueId": r.get("queueId"), "queueOffset": r.get("queueOffset"),
+             "commitLogOffset": r.get("commitLogOffset")} for r in results]
+    if fmt == "json":
+        app.print_json(docs[0] if len(docs) == 1 else {"results": docs})
+        return
+    if fmt == "mqadmin":
+        text = "%-32s  %-4s  %-20s    %s\n" % ("#Broker Name", "#QID", "#Send Result", "#MsgId")
+        for d in docs:
+            text += "%-32s  %-4s  %-20s    %s\n" % (d["brokerName"] or d["brokerAddr"], d["queueId"], d["status"],
+                                                   d["msgId"])
+        app.print_text(text)
+        return
+    table = Table(title=f"Sent to {docs[0]['brokerAddr']}", title_justify="left")
+    for col in ("Status", "Msg id", "Queue", "Queue offset", "Commitlog offset"):
+        table.add_column(col)
+    for d in docs[-20:]:
+        table.add_row(Text(str(d["status"]), style="green" if d["status"] == "PUT_OK" else "red"), d["msgId"],
+                      str(d["queueId"]), str(d["queueOffset"]), str(d["commitLogOffset"]))
+    if len(docs) > 20:
+        table.caption = f"last 20 of {len(docs)} messages"
+    app.print(table)
+
+
+def show_consumed(app: App, fmt: str, address: str, messages: list[dict[str, Any]]) -> None:
+    if fmt == "json":
+        app.print_json({"brokerAddr": address, "messages": messages})
+        return
+    if fmt == "mqadmin":
+        text = ""
+        for m in messages:
+            body = m["body"] if m["body"] is not None else f"<binary, base64 {m['bodyBase64']}>"
+            text += (f"#Topic\t{m['topic']}\n#QueueId\t{m['queueId']}\n#QueueOffset\t{m['queueOffset']}\n"
+                     f"#MsgId\t{m['msgId']}\n#Keys\t{m['keys']}\n#Tags\t{m['tags']}\n"
+                     f"#StoreTimestamp\t{m['storeTimestamp']}\n#Body\t{body}\n\n")
+        app.print_text(text)
+        return
+    table = Table(title=f"{len(messages)} message(s) from {address}", title_justify="left")
+    for col in ("Queue", "Offset", "Keys", "Tags", "Body"):
+        table.add_column(col)
+    for m in messages:
+        body = m["body"] if m["body"] is not None else "<binary>"
+        table.add_row(str(m["queueId"]), str(m["queueOffset"]), m["keys"], m["tags"], body[:80])
+    app.print(table)
+
+
+def _entry_text(e: dict[str, Any]) -> str:
+    return f"EpochEntry{{epoch={e['epoch']}, startOffset={e['startOffset']}, endOffset={e['endOffset']}}}"
+
+
+def show_epochs(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
+    if fmt == "json":
+        app.print_json({"brokers": rows})
+        return
+    if fmt == "mqadmin":
+        text = ""
+        for r in rows:
+            shown_id = 0 if r.get("role") == "MASTER" else r["brokerId"]
+            text += (f"\n#clusterName\t{r['clusterName']}\n#brokerName\t{r['brokerName']}\n"
+                     f"#brokerAddr\t{r['brokerAddr']}\n#brokerId\t{shown_id}")
+            if not r.get("reachable", True):
+                text += f"\n#Error\t{r.get('error')}"
+            text += "".join(f"\n#Epoch: {_entry_text(e)}" for e in r["epochEntries"]) + "\n"
+        app.print_text(text)
+        return
+    for r in rows:
+        title = f"{r['clusterName']}/{r['brokerName']} broker {r['brokerId']} ({r['brokerAddr']})"
+        if not r.get("reachable", True):
+            app.print(Text(f"{title}: unreachable — {r.get('error')}", style="red"))
+            continue
+        table = Table(title=f"{title}  {r['role']}  maxOffset={r['maxOffset']}  confirmOffset={r['confirmOffset']}",
+                      title_justify="left")
+        for col in ("Epoch", "Start offset", "End offset"):
+            table.add_column(col, justify="right")
+        for e in r["epochEntries"]:
+            table.add_row(str(e["epoch"]), str(e["startOffset"]), str(e["endOffset"]))
+        app.print(table)

@@ -1,0 +1,154 @@
+"""HTTP/JSON API of the broker (FastAPI), same envelope and error style as the controller."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from services.broker.broker import Broker, PutOutcome
+from services.broker.commitlog import MessageRecord
+from services.broker.store import Message
+from services.common.codes import ResponseCode
+from services.common.envelope import install_error_handlers, respond
+
+#: Envelope code for each put status (RocketMQ's response codes).
+PUT_CODES = {
+    "PUT_OK": ResponseCode.SUCCESS,
+    "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
+    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    "SERVICE_NOT_AVAILABLE": ResponseCode.SERVICE_NOT_AVAILABLE,
+    "MESSAGE_ILLEGAL": ResponseCode.MESSAGE_ILLEGAL,
+    "IN_SYNC_REPLICAS_NOT_ENOUGH": ResponseCode.SYSTEM_ERROR,
+}
+
+
+class SendMessageRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    topic: str = Field(min_length=1, max_length=255)
+    body: str | None = None
+    bodyBase64: str | None = None
+    keys: str = ""
+    tags: str = ""
+    queueId: int | None = Field(default=None, ge=0)
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_body(self) -> SendMessageRequest:
+        if (self.body is None) == (self.bodyBase64 is None):
+            raise ValueError("give exactly one of body (UTF-8 text) and bodyBase64")
+        return self
+
+    def to_message(self) -> Message:
+        if self.bodyBase64 is not None:
+            try:
+                raw = base64.b64decode(self.bodyBase64, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("bodyBase64 is not valid base64") from None
+        else:
+            raw = (self.body or "").encode("utf-8")
+        return Message(self.topic, raw, self.keys, self.tags, self.queueId, dict(self.properties))
+
+
+class SendMessagesRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    messages: list[SendMessageRequest] = Field(min_length=1, max_length=10_000)
+
+
+class RoleChangedRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    masterBrokerId: int | None = None
+    masterAddress: str | None = None
+    masterEpoch: int = Field(ge=0)
+    syncStateSetEpoch: int = 0
+    syncStateSet: list[int] = Field(default_factory=list)
+
+
+def _result_json(outcome: PutOutcome, index: int) -> dict[str, Any]:
+    r = outcome.results[index] if index < len(outcome.results) else None
+    return {"status": outcome.status, "msgId": r.msg_id if r else None, "queueId": r.queue_id if r else None,
+            "queueOffset": r.queue_offset if r else None, "commitLogOffset": r.commit_log_offset if r else None}
+
+
+def _answer(outcome: PutOutcome, data: dict[str, Any]) -> JSONResponse:
+    if outcome.master_address is not None or outcome.status == "SERVICE_NOT_AVAILABLE":
+        data["masterAddress"] = outcome.master_address
+    return respond(PUT_CODES[outcome.status], outcome.remark, data, status=200)
+
+
+def record_json(rec: MessageRecord, store_host: str) -> dict[str, Any]:
+    from services.broker.store import message_id
+    try:
+        body: str | None = rec.body.decode("utf-8")
+        body_b64 = None
+    except UnicodeDecodeError:
+        body, body_b64 = None, base64.b64encode(rec.body).decode("ascii")
+    props = {k: v for k, v in rec.properties.items() if k not in ("KEYS", "TAGS")}
+    return {"msgId": message_id(store_host, rec.physical_offset), "topic": rec.topic, "queueId": rec.queue_id,
+            "queueOffset": rec.queue_offset, "commitLogOffset": rec.physical_offset, "body": body,
+            "bodyBase64": body_b64, "keys": rec.keys, "tags": rec.tags, "properties": props,
+            "storeTimestamp": rec.store_timestamp, "storeSize": rec.size}
+
+
+def create_app(broker: Broker) -> FastAPI:
+    app = FastAPI(title="mqctl broker", version="1", description="RocketMQ-style broker API (controller mode)")
+    install_error_handlers(app)
+    b = broker
+    P = "/v1/broker"
+
+    @app.post(f"{P}/sendMessage")
+    async def send_message(req: SendMessageRequest) -> JSONResponse:
+        try:
+            msg = req.to_message()
+        except ValueError as exc:
+            return respond(ResponseCode.INVALID_PARAMETER, str(exc))
+        outcome = await b.put([msg])
+        return _answer(outcome, _result_json(outcome, 0))
+
+    @app.post(f"{P}/sendMessages")
+    async def send_messages(req: SendMessagesRequest) -> JSONResponse:
+        try:
+            msgs = [m.to_message() for m in req.messages]
+        except ValueError as exc:
+            return respond(ResponseCode.INVALID_PARAMETER, str(exc))
+        outcome = await b.put(msgs)
+        results = [_result_json(outcome, i) for i in range(len(msgs))] if outcome.results else []
+        return _answer(outcome, {"status": outcome.status, "results": results})
+
+    @app.get(f"{P}/pullMessage")
+    async def pull_message(topic: Annotated[str, Query(min_length=1)],
+                           queueId: Annotated[int, Query(ge=0)] = 0,
+                           queueOffset: Annotated[int, Query(ge=0)] = 0,
+                           maxNums: Annotated[int, Query(ge=1, le=1024)] = 32) -> JSONResponse:
+        result = b.store.get_messages(topic, queueId, queueOffset, maxNums)
+        return respond(ResponseCode.SUCCESS, None, {
+            "status": result.status, "nextBeginOffset": result.next_begin_offset,
+            "minOffset": result.min_offset, "maxOffset": result.max_offset,
+            "messages": [record_json(r, b.config.address) for r in result.records]})
+
+    @app.get(f"{P}/topics")
+    async def topics() -> JSONResponse:
+        return respond(ResponseCode.SUCCESS, None, {"topics": b.store.topics()})
+
+    @app.get(f"{P}/epochCache")
+    async def epoch_cache() -> JSONResponse:
+        return respond(ResponseCode.SUCCESS, None, b.epoch_cache())
+
+    @app.get(f"{P}/runtimeInfo")
+    async def runtime_info() -> JSONResponse:
+        return respond(ResponseCode.SUCCESS, None, b.runtime_info())
+
+    @app.post(f"{P}/notifyRoleChanged")
+    async def notify_role_changed(req: RoleChangedRequest) -> JSONResponse:
+        await b.replicas.change_broker_role(req.model_dump())
+        return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})
+
+    return app

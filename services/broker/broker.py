@@ -1,0 +1,151 @@
+"""The broker: store + flushing + controller mode + replication, and the put path's status rules."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.broker.config import BrokerConfig
+from services.broker.controller_api import BrokerControllerApi
+from services.broker.flush import FlushService
+from services.broker.replicas_manager import ReplicasManager, Role, RoleState
+from services.broker.replication import LocalOnly, Replication
+from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
+from services.common.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PutOutcome:
+    status: str
+    results: list[AppendResult] = field(default_factory=list)
+    remark: str = ""
+    master_address: str | None = None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None,
+                 on_fatal: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.io_lock = threading.Lock()
+        self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
+                                  config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize)
+        self.api = BrokerControllerApi(config.controllerAddr, timeout=3.0)
+        self.replication: Replication = LocalOnly(config, self.store)
+        self.replicas = ReplicasManager(config, self.store, self.api, self.clock, listener=self,
+                                        on_fatal=on_fatal)
+        self.flush: FlushService | None = None
+        self.put_counts: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def open_store(self) -> None:
+        with self.io_lock:
+            self.store.open()
+        log.info("store %s opened: commitlog [%d, %d), confirmOffset %d, epochs %s", self.config.store_dir,
+                 self.store.min_offset, self.store.max_offset, self.store.confirm_offset,
+                 [str(e) for e in self.store.epochs.entries()])
+
+    async def start(self) -> None:
+        self.flush = FlushService(self.store, self.config.sync_flush, self.config.flushIntervalCommitLog,
+                                  self.io_lock)
+        self.flush.start()
+        await self.replicas.start()
+
+    async def stop(self) -> None:
+        await self.replicas.stop()
+        await self.replication.stop()
+        if self.flush is not None:
+            await self.flush.stop()
+        with self.io_lock:
+            self.store.close()
+        self.api.close()
+
+    # ------------------------------------------------------------------ role listener
+    async def on_master(self, state: RoleState) -> None:
+        await self.replication.on_master(state)
+
+    async def on_slave(self, state: RoleState) -> None:
+        await self.replication.on_slave(state)
+
+    def on_sync_state_set(self, state: RoleState) -> None:
+        self.replication.on_sync_state_set(state)
+
+    @property
+    def role(self) -> Role:
+        return self.replicas.state.role
+
+    # ------------------------------------------------------------------ the put path
+    async def put(self, messages: list[Message]) -> PutOutcome:
+        outcome = await self._put(messages)
+        self.put_counts[outcome.status] = self.put_counts.get(outcome.status, 0) + 1
+        return outcome
+
+    async def _put(self, messages: list[Message]) -> PutOutcome:
+        state = self.replicas.state
+        if state.role is not Role.MASTER:
+            where = f"; write to the master at {state.master_address}" if state.master_address else \
+                "; the group has no master yet"
+            reason = "this broker is a slave" if state.role is Role.SLAVE else \
+                "this broker is fenced (it does not know its role yet)"
+            return PutOutcome("SERVICE_NOT_AVAILABLE", remark=reason + where, master_address=state.master_address)
+        try:
+            for msg in messages:
+                self.store.validate(msg)
+        except MessageIllegal as exc:
+            return PutOutcome("MESSAGE_ILLEGAL", remark=str(exc))
+        in_sync = self.replication.in_sync_replicas_nums()
+        if in_sync < self.config.minInSyncReplicas:
+            return PutOutcome("IN_SYNC_REPLICAS_NOT_ENOUGH",
+                              remark=f"in-sync replicas not enough: {in_sync} in the SyncStateSet, "
+                                     f"minInSyncReplicas is {self.config.minInSyncReplicas}")
+        now = self.clock.now_ms()
+        results = [self.store.append(msg, now) for msg in messages]
+        self.replication.on_appended()
+        return await self._await_durability(results)
+
+    async def _await_durability(self, results: list[AppendResult]) -> PutOutcome:
+        assert self.flush is not None
+        next_offset = results[-1].next_offset
+        waits: list[Any] = [self.replication.wait_for_acks(next_offset)]
+        if self.config.sync_flush:
+            waits.append(self.flush.wait_flushed(next_offset, self.config.syncFlushTimeout))
+        outcomes = await asyncio.gather(*waits)
+        if self.config.sync_flush and not outcomes[1]:
+            return PutOutcome("FLUSH_DISK_TIMEOUT", results, "flush to disk timed out")
+        if not outcomes[0]:
+            return PutOutcome("FLUSH_SLAVE_TIMEOUT", results,
+                              f"not enough replicas acknowledged within slaveTimeout ({self.config.slaveTimeout} ms)")
+        return PutOutcome("PUT_OK", results)
+
+    # ------------------------------------------------------------------ views
+    def epoch_cache(self) -> dict[str, Any]:
+        entries = self.store.epochs.entries()
+        rows = [{"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": e.end_offset} for e in entries]
+        if rows:
+            rows[-1]["endOffset"] = self.store.max_offset
+        state = self.replicas.state
+        return {"clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName,
+                "brokerId": self.replicas.broker_id, "brokerAddress": self.config.address,
+                "role": state.role.value, "masterEpoch": state.master_epoch, "epochEntries": rows,
+                "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset}
+
+    def runtime_info(self) -> dict[str, Any]:
+        state = self.replicas.state
+        return {
+            "clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName,
+            "brokerId": self.replicas.broker_id, "brokerAddress": self.config.address,
+            "haAddress": self.config.ha_address, "role": state.role.value, "registered": self.replicas.registered,
+            "masterEpoch": state.master_epoch, "masterBrokerId": state.master_broker_id,
+            "masterAddress": state.master_address, "syncStateSet": sorted(state.sync_state_set),
+            "syncStateSetEpoch": state.sync_state_set_epoch, "minOffset": self.store.min_offset,
+            "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset,
+            "flushedOffset": self.flush.flushed_offset if self.flush else None,
+            "flushDiskType": self.config.flushDiskType, "controllerLeader": self.api.leader,
+            "putStatusCounts": dict(self.put_counts),
+        }

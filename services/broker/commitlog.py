@@ -1,0 +1,374 @@
+"""The commitlog: append-only segment files addressed by a global physical offset.
+
+Segment files are named by their 20-digit start offset (as RocketMQ's ``00000000000000000000``) and
+hold ``segment_size`` bytes at most. A record never spans two segments: when the next record does not
+fit, the rest of the segment is filled with a BLANK record and the record goes to the next segment.
+Replicas write the same bytes at the same offsets, so their files are byte-identical.
+
+Record layout (big-endian)::
+
+    0      4   totalSize        whole record, this field included
+    4      4   magic            MESSAGE_MAGIC, or BLANK_MAGIC for end-of-segment padding
+    8      4   bodyCRC          zlib.crc32(body)
+    12     4   queueId
+    16     8   queueOffset
+    24     8   physicalOffset   offset of this record in the commitlog
+    32     8   storeTimestamp   milliseconds
+    40     1   topicLength      T (topic is at most 127 bytes)
+    41     T   topic            UTF-8
+    41+T   2   propertiesLength P
+    43+T   P   properties       UTF-8, name\\x01value\\x02 pairs (KEYS, TAGS, user properties)
+    43+T+P 4   bodyLength       B
+    47+T+P B   body
+
+A BLANK record is ``totalSize, BLANK_MAGIC`` followed by zeroes up to the segment end.
+
+On start, recovery scans the newest segments and cuts the log at the first torn or corrupt record;
+everything before it is kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.common.durable import fsync_dir
+
+log = logging.getLogger(__name__)
+
+MESSAGE_MAGIC = 0xAABBCCDD
+BLANK_MAGIC = 0xBBCCDDEE
+_HEAD = struct.Struct(">iIIiqqqB")  # totalSize .. topicLength (41 bytes)
+_BLANK = struct.Struct(">iI")
+MIN_BLANK = _BLANK.size
+RECOVER_SEGMENTS = 3
+
+
+class CommitLogError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    physical_offset: int
+    store_timestamp: int
+    properties: dict[str, str]
+    body: bytes
+    size: int
+
+    @property
+    def keys(self) -> str:
+        return self.properties.get("KEYS", "")
+
+    @property
+    def tags(self) -> str:
+        return self.properties.get("TAGS", "")
+
+    @property
+    def next_offset(self) -> int:
+        return self.physical_offset + self.size
+
+
+def encode_properties(props: dict[str, str]) -> bytes:
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode("utf-8")
+
+
+def decode_properties(raw: bytes) -> dict[str, str]:
+    result = {}
+    for pair in raw.decode("utf-8", errors="replace").split("\x02"):
+        if pair:
+            key, _, value = pair.partition("\x01")
+            result[key] = value
+    return result
+
+
+def encode_record(topic: str, queue_id: int, queue_offset: int, physical_offset: int, timestamp: int,
+                  properties: dict[str, str], body: bytes) -> bytes:
+    topic_b = topic.encode("utf-8")
+    props_b = encode_properties(properties)
+    if len(topic_b) > 127:
+        raise CommitLogError("topic longer than 127 bytes")
+    if len(props_b) > 32767:
+        raise CommitLogError("properties longer than 32767 bytes")
+    total = _HEAD.size + len(topic_b) + 2 + len(props_b) + 4 + len(body)
+    return b"".join((
+        _HEAD.pack(total, MESSAGE_MAGIC, zlib.crc32(body), queue_id, queue_offset, physical_offset,
+                   timestamp, len(topic_b)),
+        topic_b, struct.pack(">H", len(props_b)), props_b, struct.pack(">i", len(body)), body))
+
+
+def record_size(topic: str, properties: dict[str, str], body_len: int) -> int:
+    return _HEAD.size + len(topic.encode("utf-8")) + 2 + len(encode_properties(properties)) + 4 + body_len
+
+
+class Blank:
+    """Marker returned by :func:`decode_record` for end-of-segment padding."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> MessageRecord | Blank | None:
+    """Decode the record at ``buf[pos:]``; ``None`` if it is incomplete or corrupt."""
+    if len(buf) - pos < MIN_BLANK:
+        return None
+    total, magic = _BLANK.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return Blank(total) if total >= MIN_BLANK else None
+    if magic != MESSAGE_MAGIC or total < _HEAD.size + 6 or len(buf) - pos < total:
+        return None
+    _, _, crc, queue_id, queue_offset, phys, ts, topic_len = _HEAD.unpack_from(buf, pos)
+    if phys != physical_offset:
+        return None
+    p = pos + _HEAD.size
+    topic = bytes(buf[p:p + topic_len]).decode("utf-8", errors="replace")
+    p += topic_len
+    (props_len,) = struct.unpack_from(">H", buf, p)
+    p += 2
+    props = decode_properties(bytes(buf[p:p + props_len]))
+    p += props_len
+    (body_len,) = struct.unpack_from(">i", buf, p)
+    p += 4
+    if body_len < 0 or p + body_len != pos + total:
+        return None
+    body = bytes(buf[p:p + body_len])
+    if zlib.crc32(body) != crc:
+        return None
+    return MessageRecord(topic, queue_id, queue_offset, physical_offset, ts, props, body, total)
+
+
+@dataclass
+class _Segment:
+    start: int
+    path: Path
+    fd: int
+    length: int = 0
+    dirty: bool = False
+
+
+@dataclass
+class CommitLog:
+    directory: Path
+    segment_size: int = 64 * 2**20
+    segments: list[_Segment] = field(default_factory=list)
+    flushed_offset: int = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
+        for path in names:
+            fd = os.open(path, os.O_RDWR)
+            self.segments.append(_Segment(int(path.name), path, fd, os.fstat(fd).st_size))
+        for prev, nxt in zip(self.segments, self.segments[1:]):
+            if nxt.start != prev.start + self.segment_size:
+                raise CommitLogError(f"commitlog segment {nxt.path.name} does not follow {prev.path.name} "
+                                     f"(segment size {self.segment_size}); was mappedFileSizeCommitLog changed?")
+        self._recover()
+        self.flushed_offset = self.max_offset
+
+    def close(self) -> None:
+        self.flush()
+        for seg in self.segments:
+            os.close(seg.fd)
+        self.segments.clear()
+
+    # ------------------------------------------------------------------ offsets
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].start if self.segments else 0
+
+    @property
+    def max_offset(self) -> int:
+        if not self.segments:
+            return 0
+        last = self.segments[-1]
+        return last.start + last.length
+
+    # ------------------------------------------------------------------ writing
+    def append_message(self, topic: str, queue_id: int, queue_offset: int, timestamp: int,
+                       properties: dict[str, str], body: bytes) -> tuple[int, int]:
+        """Append one record (padding the segment first if needed); returns (offset, size)."""
+        size = record_size(topic, properties, len(body))
+        if size + MIN_BLANK > self.segment_size:
+            raise CommitLogError(f"record of {size} bytes does not fit in a {self.segment_size}-byte segment")
+        offset = self.max_offset
+        used = offset % self.segment_size
+        if used + size + MIN_BLANK > self.segment_size:
+            pad = self.segment_size - used
+            self.write_at(offset, _BLANK.pack(pad, BLANK_MAGIC) + bytes(pad - MIN_BLANK))
+            offset += pad
+        record = encode_record(topic, queue_id, queue_offset, offset, timestamp, properties, body)
+        self.write_at(offset, record)
+        return offset, size
+
+    def write_at(self, offset: int, data: bytes) -> None:
+        """Write raw bytes at the end of the log (offset must equal max_offset); used by replicas too."""
+        if offset != self.max_offset:
+            raise CommitLogError(f"write at {offset} but the commitlog ends at {self.max_offset}")
+        view = memoryview(data)
+        while view:
+            seg = self._segment_for_append(offset)
+            room = seg.start + self.segment_size - offset
+            chunk = view[:room]
+            written = 0
+            while written < len(chunk):
+                written += os.pwrite(seg.fd, chunk[written:], offset - seg.start + written)
+            seg.length += len(chunk)
+            seg.dirty = True
+            offset += len(chunk)
+            view = view[len(chunk):]
+
+    def _segment_for_append(self, offset: int) -> _Segment:
+        if self.segments:
+            last = self.segments[-1]
+            if last.start + last.length == offset and last.length < self.segment_size:
+                return last
+        start = offset - offset % self.segment_size
+        if offset != start:
+            raise CommitLogError(f"no segment holds offset {offset}")
+        path = self.directory / f"{start:020d}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fsync_dir(self.directory)
+        seg = _Segment(start, path, fd)
+        self.segments.append(seg)
+        return seg
+
+    def flush(self) -> int:
+        """fsync every segment written since the last flush; returns the offset now durable."""
+        target = self.max_offset
+        for seg in list(self.segments):
+            if seg.dirty:
+                seg.dirty = False
+                os.fsync(seg.fd)
+        self.flushed_offset = max(self.flushed_offset, target)
+        return target
+
+    # ------------------------------------------------------------------ reading
+    def read(self, offset: int, size: int) -> bytes:
+        """Bytes [offset, offset+size) clipped to the log's end; never crosses a segment."""
+        seg = self._segment_containing(offset)
+        if seg is None:
+            return b""
+        size = min(size, seg.start + seg.length - offset)
+        return os.pread(seg.fd, size, offset - seg.start) if size > 0 else b""
+
+    def _segment_containing(self, offset: int) -> _Segment | None:
+        index = bisect.bisect_right([seg.start for seg in self.segments], offset) - 1
+        if index < 0:
+            return None
+        seg = self.segments[index]
+        return seg if offset < seg.start + seg.length else None
+
+    def read_record(self, offset: int) -> MessageRecord | None:
+        """The message at ``offset`` (skipping nothing); ``None`` if there is none."""
+        head = self.read(offset, _HEAD.size)
+        if len(head) < MIN_BLANK:
+            return None
+        total, magic = _BLANK.unpack_from(head, 0)
+        if magic != MESSAGE_MAGIC:
+            return None
+        rec = decode_record(self.read(offset, total), 0, offset)
+        return rec if isinstance(rec, MessageRecord) else None
+
+    def iter_records(self, start: int, end: int | None = None) -> list[MessageRecord]:
+        """Every message with start <= offset < end (blank padding skipped)."""
+        end = self.max_offset if end is None else min(end, self.max_offset)
+        result: list[MessageRecord] = []
+        offset = start
+        while offset < end:
+            seg = self._segment_containing(offset)
+            if seg is None:
+                break
+            buf = self.read(offset, min(seg.start + seg.length, end) - offset)
+            pos = 0
+            while pos < len(buf):
+                rec = decode_record(buf, pos, offset + pos)
+                if rec is None:
+                    break
+                if isinstance(rec, Blank):
+                    pos = len(buf) if offset + pos + rec.size >= seg.start + seg.length else pos + rec.size
+                    continue
+                result.append(rec)
+                pos += rec.size
+            if pos == 0:
+                break
+            offset += pos
+        return result
+
+    def aligned_chunk(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
+        """Whole records (or padding) starting at ``offset``, at most ``max_bytes`` unless a single
+        record is larger, stopping at ``limit`` and at the segment end."""
+        end = self.max_offset if limit is None else min(limit, self.max_offset)
+        seg = self._segment_containing(offset)
+        if seg is None or offset >= end:
+            return b""
+        buf = self.read(offset, min(seg.start + seg.length, end) - offset)
+        pos = 0
+        while pos < len(buf):
+            total, magic = _BLANK.unpack_from(buf, pos) if len(buf) - pos >= MIN_BLANK else (0, 0)
+            if total <= 0 or pos + total > len(buf) or magic not in (MESSAGE_MAGIC, BLANK_MAGIC):
+                break
+            if pos > 0 and pos + total > max_bytes:
+                break
+            pos += total
+        return buf[:pos]
+
+    # ------------------------------------------------------------------ truncation and recovery
+    def truncate(self, offset: int) -> None:
+        """Durably cut the log at ``offset``: later segments are deleted, the containing one is
+        truncated and fsynced (RocketMQ issue #10666: a truncation must survive a crash)."""
+        if offset >= self.max_offset:
+            return
+        if offset < self.min_offset:
+            raise CommitLogError(f"cannot truncate to {offset}: below the oldest data ({self.min_offset})")
+        while len(self.segments) > 1 and self.segments[-1].start >= offset:
+            seg = self.segments.pop()
+            os.close(seg.fd)
+            seg.path.unlink()
+        seg = self.segments[-1]
+        new_length = offset - seg.start
+        if new_length < seg.length:
+            os.ftruncate(seg.fd, new_length)
+            os.fsync(seg.fd)
+            seg.length = new_length
+        fsync_dir(self.directory)
+        self.flushed_offset = min(self.flushed_offset, offset)
+
+    def _recover(self) -> None:
+        if not self.segments:
+            return
+        first = max(0, len(self.segments) - RECOVER_SEGMENTS)
+        valid_end = self.segments[first].start
+        for seg in self.segments[first:]:
+            if valid_end != seg.start:
+                break
+            valid_end = seg.start + self._scan_valid(seg)
+            if valid_end < seg.start + self.segment_size:
+                break
+        if valid_end < self.max_offset:
+            log.warning("commitlog recovery: cutting a torn or corrupt tail at offset %d (log ended at %d)",
+                        valid_end, self.max_offset)
+            self.truncate(valid_end)
+
+    def _scan_valid(self, seg: _Segment) -> int:
+        data = os.pread(seg.fd, seg.length, 0)
+        pos = 0
+        while pos < len(data):
+            rec = decode_record(data, pos, seg.start + pos)
+            if rec is None:
+                break
+            if isinstance(rec, Blank):
+                if seg.start + pos + rec.size != seg.start + self.segment_size:
+                    break
+                return self.segment_size if seg.length >= self.segment_size else pos
+            pos += rec.size
+        return pos

@@ -1,0 +1,153 @@
+"""Broker configuration: RocketMQ property names, documented defaults (docs/broker-config.md).
+
+Precedence: flags > the ``-c`` file > defaults. Properties RocketMQ's controller mode overrides
+(``brokerRole``, ``brokerId``, ...) are accepted but ignored with a loud warning: users were surprised
+when RocketMQ overrode them silently.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from services.common.errors import ConfigError
+from services.common.props import to_bool, to_int
+
+MAX_INT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "broker-a"
+    brokerIP1: str = "127.0.0.1"
+    listenPort: int = 10911
+    haListenPort: int = 10912
+    listenAddress: str = ""
+    storePathRootDir: str = "~/mqctl/store"
+    storePathEpochFile: str = ""
+    storePathBrokerIdentity: str = ""
+    mappedFileSizeCommitLog: int = 64 * 2**20
+    flushDiskType: str = "ASYNC_FLUSH"
+    flushIntervalCommitLog: int = 500
+    syncFlushTimeout: int = 5000
+    controllerAddr: str = "127.0.0.1:9878"
+    syncBrokerMetadataPeriod: int = 5000
+    checkSyncStateSetPeriod: int = 5000
+    syncControllerMetadataPeriod: int = 10000
+    controllerHeartBeatTimeoutMills: int = 10000
+    brokerHeartbeatInterval: int = 1000
+    sendHeartbeatTimeoutMillis: int = 1000
+    brokerElectionPriority: int = MAX_INT
+    allAckInSyncStateSet: bool = False
+    inSyncReplicas: int = 1
+    minInSyncReplicas: int = 1
+    totalReplicas: int = 1
+    enableAutoInSyncReplicas: bool = False
+    haMaxGapNotInSync: int = 256 * 2**20
+    haMaxTimeSlaveNotCatchup: int = 15000
+    haSendHeartbeatInterval: int = 5000
+    haHousekeepingInterval: int = 20000
+    haTransferBatchSize: int = 32 * 1024
+    slaveTimeout: int = 3000
+    asyncLearner: bool = False
+    syncFromLastFile: bool = False
+    maxMessageSize: int = 4 * 2**20
+    defaultTopicQueueNums: int = 4
+    logLevel: str = "INFO"
+
+    @property
+    def address(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def ha_address(self) -> str:
+        return f"{self.brokerIP1}:{self.haListenPort}"
+
+    def listen_host(self) -> str:
+        return self.listenAddress or self.brokerIP1
+
+    @property
+    def store_dir(self) -> Path:
+        return Path(os.path.expanduser(self.storePathRootDir))
+
+    @property
+    def epoch_file(self) -> Path:
+        return Path(os.path.expanduser(self.storePathEpochFile)) if self.storePathEpochFile \
+            else self.store_dir / "epochFileCheckpoint"
+
+    @property
+    def identity_file(self) -> Path:
+        return Path(os.path.expanduser(self.storePathBrokerIdentity)) if self.storePathBrokerIdentity \
+            else self.store_dir / "brokerIdentity"
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flushDiskType == "SYNC_FLUSH"
+
+    def validate(self) -> None:
+        if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            raise ConfigError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flushDiskType!r}")
+        for name in ("listenPort", "haListenPort"):
+            if not 0 < getattr(self, name) < 65536:
+                raise ConfigError(f"{name} must be a TCP port (1-65535)")
+        if self.listenPort == self.haListenPort:
+            raise ConfigError("listenPort and haListenPort must differ")
+        if self.mappedFileSizeCommitLog < 4096:
+            raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
+        if self.maxMessageSize + 1024 > self.mappedFileSizeCommitLog:
+            raise ConfigError("maxMessageSize must be smaller than mappedFileSizeCommitLog")
+        if not self.controllerAddr.strip():
+            raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
+        if not 1 <= self.minInSyncReplicas:
+            raise ConfigError("minInSyncReplicas must be at least 1")
+        if self.inSyncReplicas < 1 or self.totalReplicas < 1:
+            raise ConfigError("inSyncReplicas and totalReplicas must be at least 1")
+        if self.inSyncReplicas > self.totalReplicas or self.minInSyncReplicas > self.totalReplicas:
+            raise ConfigError("inSyncReplicas and minInSyncReplicas cannot exceed totalReplicas "
+                              f"({self.totalReplicas})")
+        for name in ("syncBrokerMetadataPeriod", "checkSyncStateSetPeriod", "syncControllerMetadataPeriod",
+                     "controllerHeartBeatTimeoutMills", "brokerHeartbeatInterval", "flushIntervalCommitLog",
+                     "syncFlushTimeout", "slaveTimeout", "haSendHeartbeatInterval", "haHousekeepingInterval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if self.brokerHeartbeatInterval >= self.controllerHeartBeatTimeoutMills:
+            raise ConfigError("brokerHeartbeatInterval must be shorter than controllerHeartBeatTimeoutMills")
+        if not self.brokerName or "#" in self.brokerName or not self.brokerClusterName \
+                or "#" in self.brokerClusterName:
+            raise ConfigError("brokerName and brokerClusterName must be non-empty and must not contain '#'")
+
+    def as_properties(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+FIELD_TYPES = {f.name: str(f.type) for f in fields(BrokerConfig)}
+
+#: RocketMQ properties that controller mode decides for itself: accepted, ignored, warned about.
+OVERRIDDEN_IN_CONTROLLER_MODE = {
+    "brokerRole": "the controller decides who is master (SYNC_MASTER) and who is SLAVE",
+    "brokerId": "the controller assigns a persistent broker id (see brokerIdentity)",
+    "enableControllerMode": "mqctl brokers always run in controller mode",
+    "namesrvAddr": "there is no name server: clients find brokers through the controller",
+    "enableSlaveActingMaster": "slave-acting-master mode does not exist in controller mode",
+    "haMasterAddress": "a slave learns its master from the controller",
+    "duplicationEnable": "not supported",
+}
+
+
+def config_from_properties(props: dict[str, str], base: BrokerConfig | None = None,
+                           warnings: list[str] | None = None) -> BrokerConfig:
+    cfg = base or BrokerConfig()
+    updates: dict[str, Any] = {}
+    for key, raw in props.items():
+        if key in OVERRIDDEN_IN_CONTROLLER_MODE:
+            if warnings is not None:
+                warnings.append(f"{key}={raw} is IGNORED in controller mode: {OVERRIDDEN_IN_CONTROLLER_MODE[key]}")
+            continue
+        if key not in FIELD_TYPES:
+            raise ConfigError(f"unknown broker property {key!r}")
+        kind = FIELD_TYPES[key]
+        updates[key] = to_bool(raw, key) if kind == "bool" else to_int(raw, key) if kind == "int" else raw.strip()
+    return replace(cfg, **updates)

@@ -1,0 +1,139 @@
+"""Consume queues: per (topic, queueId), an index of the commitlog records of that queue.
+
+Entry layout (20 bytes, big-endian, as RocketMQ's)::
+
+    0  8  commitLogOffset
+    8  4  size
+    12 8  tagsCode (a hash of the tags)
+
+The entry for queue offset ``n`` sits at byte ``20 * n`` of ``consumequeue/<topic>/<queueId>``. Queues are
+derived data: they are rebuilt from the commitlog when missing and truncated with it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common.durable import fsync_dir
+
+ENTRY = struct.Struct(">qiq")
+ENTRY_SIZE = ENTRY.size
+
+
+def tags_code(tags: str) -> int:
+    return zlib.crc32(tags.encode("utf-8")) if tags else 0
+
+
+@dataclass
+class ConsumeQueue:
+    topic: str
+    queue_id: int
+    path: Path
+    fd: int = -1
+    count: int = 0
+    dirty: bool = False
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(self.fd).st_size
+        if size % ENTRY_SIZE:
+            os.ftruncate(self.fd, size - size % ENTRY_SIZE)
+        self.count = size // ENTRY_SIZE
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def put(self, queue_offset: int, phys_offset: int, size: int, tags: int) -> None:
+        os.pwrite(self.fd, ENTRY.pack(phys_offset, size, tags), queue_offset * ENTRY_SIZE)
+        self.count = max(self.count, queue_offset + 1)
+        self.dirty = True
+
+    def get(self, queue_offset: int) -> tuple[int, int, int] | None:
+        if not 0 <= queue_offset < self.count:
+            return None
+        raw = os.pread(self.fd, ENTRY_SIZE, queue_offset * ENTRY_SIZE)
+        if len(raw) < ENTRY_SIZE:
+            return None
+        phys, size, tags = ENTRY.unpack(raw)
+        return (phys, size, tags) if size > 0 else None
+
+    def last_end(self) -> int:
+        last = self.get(self.count - 1)
+        return last[0] + last[1] if last else -1
+
+    def truncate_by_phys(self, phys_offset: int) -> None:
+        """Drop every entry that points at or after ``phys_offset``."""
+        keep = self.count
+        while keep > 0:
+            entry = self.get(keep - 1)
+            if entry is not None and entry[0] < phys_offset:
+                break
+            keep -= 1
+        if keep != self.count:
+            os.ftruncate(self.fd, keep * ENTRY_SIZE)
+            os.fsync(self.fd)
+            self.count = keep
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            os.fsync(self.fd)
+
+
+class ConsumeQueueStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def load(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for topic_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            for queue_file in sorted(p for p in topic_dir.iterdir() if p.name.isdigit()):
+                self._open(topic_dir.name, int(queue_file.name))
+
+    def _open(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = ConsumeQueue(topic, queue_id, self.root / topic / str(queue_id))
+        cq.open()
+        self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None and create:
+            cq = self._open(topic, queue_id)
+            fsync_dir(cq.path.parent)
+        return cq
+
+    def dispatch(self, topic: str, queue_id: int, queue_offset: int, phys: int, size: int, tags: str) -> None:
+        cq = self.queue(topic, queue_id, create=True)
+        assert cq is not None
+        cq.put(queue_offset, phys, size, tags_code(tags))
+
+    def dispatched_end(self) -> int:
+        """The commitlog offset just after the last record any queue indexes (-1 if none)."""
+        return max((cq.last_end() for cq in self.queues.values()), default=-1)
+
+    def truncate(self, phys_offset: int) -> None:
+        for cq in self.queues.values():
+            cq.truncate_by_phys(phys_offset)
+
+    def flush(self) -> None:
+        for cq in self.queues.values():
+            cq.flush()
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+        self.queues.clear()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.root, ignore_errors=True)

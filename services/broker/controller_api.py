@@ -1,0 +1,76 @@
+"""The broker's calls to the controller (blocking; the broker runs them in worker threads)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+
+from services.common.codes import ResponseCode
+from services.common.controller_client import ControllerClient, parse_addresses
+
+log = logging.getLogger(__name__)
+
+
+class BrokerControllerApi:
+    def __init__(self, controller_addr: str, timeout: float = 3.0) -> None:
+        self.addresses = parse_addresses(controller_addr)
+        self.client = ControllerClient(self.addresses, timeout=timeout)
+        self._heartbeat_client = httpx.Client(timeout=1.0)
+
+    def close(self) -> None:
+        self.client.close()
+        self._heartbeat_client.close()
+
+    @property
+    def leader(self) -> str | None:
+        return self.client.leader
+
+    def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
+        env = self.client.call("POST", "/v1/controller/getNextBrokerId",
+                               json={"clusterName": cluster, "brokerName": broker_name})
+        return int(env.data["nextBrokerId"])
+
+    def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
+        self.client.call("POST", "/v1/controller/applyBrokerId", json={
+            "clusterName": cluster, "brokerName": broker_name, "appliedBrokerId": broker_id,
+            "registerCheckCode": check_code})
+
+    def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
+        env = self.client.call("POST", "/v1/controller/registerBroker", json={
+            "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "brokerAddress": address})
+        return dict(env.data)
+
+    def get_replica_info(self, broker_name: str) -> dict[str, Any]:
+        env = self.client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": broker_name})
+        return dict(env.data)
+
+    def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
+        """Broker-triggered election; the answer (SUCCESS or MASTER_STILL_EXIST) or None if nobody won."""
+        env = self.client.call("POST", "/v1/controller/electMaster", json={
+            "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "designateElect": False},
+            accept=(ResponseCode.CONTROLLER_MASTER_STILL_EXIST, ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
+                    ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE))
+        if env.data is None or env.data.get("masterBrokerId") is None or not env.data.get("masterAddress"):
+            log.info("election for %s elected nobody: %s", broker_name, env.remark)
+            return None
+        return dict(env.data)
+
+    def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
+                             sync_state_set_epoch: int) -> dict[str, Any]:
+        env = self.client.call("POST", "/v1/controller/alterSyncStateSet", json={
+            "brokerName": broker_name, "masterBrokerId": master_id, "masterEpoch": master_epoch,
+            "newSyncStateSet": members, "syncStateSetEpoch": sync_state_set_epoch})
+        return dict(env.data)
+
+    def heartbeat_all(self, body: dict[str, Any]) -> int:
+        """Send one heartbeat to every controller (not only the leader); returns how many answered."""
+        answered = 0
+        for address in self.addresses:
+            try:
+                response = self._heartbeat_client.post(f"http://{address}/v1/controller/heartbeat", json=body)
+                answered += response.status_code == 200
+            except httpx.HTTPError:
+                continue
+        return answered

@@ -1,0 +1,92 @@
+"""Disk flushing: periodic fsync (ASYNC_FLUSH) or group commit (SYNC_FLUSH).
+
+Group commit: writers register the offset they need durable and wait; one fsync, run in a worker
+thread, releases every writer whose offset it covers. Writers arriving during an fsync are served by
+the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from services.broker.store import MessageStore
+
+log = logging.getLogger(__name__)
+
+
+class FlushService:
+    def __init__(self, store: MessageStore, sync_flush: bool, interval_ms: int, io_lock: threading.Lock) -> None:
+        self.store = store
+        self.sync_flush = sync_flush
+        self.interval = interval_ms / 1000
+        self.io_lock = io_lock
+        self.flushed_offset = store.max_offset
+        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.fsyncs = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="flush")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        await self.flush_now()
+
+    async def wait_flushed(self, offset: int, timeout_ms: int) -> bool:
+        """True once ``offset`` is durable; False after ``timeout_ms``."""
+        if offset <= self.flushed_offset:
+            return True
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, future))
+        self._wakeup.set()
+        try:
+            return await asyncio.wait_for(future, timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            return False
+
+    async def flush_now(self) -> int:
+        flushed = await asyncio.to_thread(self._flush)
+        self.fsyncs += 1
+        self.flushed_offset = max(self.flushed_offset, flushed)
+        ready = [w for w in self._waiters if w[0] <= self.flushed_offset]
+        self._waiters = [w for w in self._waiters if w[0] > self.flushed_offset]
+        for _, future in ready:
+            if not future.done():
+                future.set_result(True)
+        return flushed
+
+    def _flush(self) -> int:
+        with self.io_lock:
+            return self.store.flush()
+
+    def note_truncated(self, offset: int) -> None:
+        self.flushed_offset = min(self.flushed_offset, offset)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self.sync_flush:
+                    try:
+                        await asyncio.wait_for(self._wakeup.wait(), self.interval)
+                    except asyncio.TimeoutError:
+                        pass
+                    self._wakeup.clear()
+                else:
+                    await asyncio.sleep(self.interval)
+                if self.store.max_offset > self.flushed_offset or self._waiters \
+                        or self.store.confirm_offset != getattr(self, "_last_confirm", None):
+                    self._last_confirm = self.store.confirm_offset
+                    await self.flush_now()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("flush failed; retrying")
+                await asyncio.sleep(self.interval)

@@ -1,0 +1,241 @@
+"""Controller mode on the broker: registration, heartbeats, and taking the role the controller gives.
+
+A broker starts **fenced** (it refuses writes). It registers (persistent id, see ``identity.py``),
+retrying with backoff until the controller answers; then takes the role from the answer or asks to be
+elected. Afterwards it heartbeats every controller, pulls ``replicaInfo`` every
+``syncBrokerMetadataPeriod`` and accepts pushed role changes. A role change is applied only for a
+masterEpoch higher than the one it holds, so a stale push or pull can never demote or promote it.
+
+Becoming master appends ``(newEpoch, maxOffset)`` to the epoch file — also when the same broker is
+re-elected with no new data (RocketMQ issue #9689).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Protocol
+
+from services.broker.config import BrokerConfig
+from services.broker.controller_api import BrokerControllerApi
+from services.broker.identity import BrokerRegistrar, IdentityFiles
+from services.broker.store import MessageStore
+from services.common.clock import Clock
+from services.common.codes import ResponseCode
+from services.common.errors import ConfigError, MqctlError, RemoteError
+
+log = logging.getLogger(__name__)
+
+
+class Role(str, Enum):
+    FENCED = "FENCED"
+    MASTER = "MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass(frozen=True)
+class RoleState:
+    role: Role = Role.FENCED
+    master_epoch: int = 0
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    sync_state_set: frozenset[int] = field(default_factory=frozenset)
+    sync_state_set_epoch: int = 0
+
+
+class RoleListener(Protocol):
+    async def on_master(self, state: RoleState) -> None: ...
+
+    async def on_slave(self, state: RoleState) -> None: ...
+
+    def on_sync_state_set(self, state: RoleState) -> None: ...
+
+
+class ReplicasManager:
+    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
+                 listener: RoleListener | None = None,
+                 on_fatal: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.api = api
+        self.clock = clock
+        self.listener = listener
+        self.on_fatal = on_fatal
+        self.state = RoleState()
+        self.registrar = BrokerRegistrar(IdentityFiles(config.identity_file), config.brokerClusterName,
+                                         config.brokerName, config.address, api, clock.now_ms)
+        self.broker_id: int | None = None
+        self.registered = False
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._run(), name="replicas-manager"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+
+    async def _run(self) -> None:
+        answer = await self._register_until_done()
+        if answer is None:
+            return
+        await self.send_heartbeat()
+        async with self._lock:
+            if answer.get("masterBrokerId") is not None and answer.get("masterAddress"):
+                await self._change_role_locked(answer)
+            else:
+                await self._elect_locked()
+        self._tasks.append(asyncio.create_task(self._every(self.config.brokerHeartbeatInterval,
+                                                           self.send_heartbeat), name="heartbeats"))
+        self._tasks.append(asyncio.create_task(self._every(self.config.syncBrokerMetadataPeriod,
+                                                           self.sync_metadata), name="metadata-sync"))
+
+    async def _every(self, period_ms: int, action: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(period_ms / 1000)
+            try:
+                await action()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # periodic tasks must survive anything (RocketMQ issue #7219)
+                log.exception("periodic task %s failed", getattr(action, "__name__", action))
+
+    async def _register_until_done(self) -> dict[str, Any] | None:
+        delay = 0.5
+        while True:
+            try:
+                answer = await asyncio.to_thread(self.registrar.register)
+            except ConfigError as exc:
+                log.error("cannot register: %s", exc.remark)
+                if self.on_fatal is not None:
+                    self.on_fatal(exc.remark)
+                return None
+            except MqctlError as exc:
+                log.warning("registration with the controller (%s) failed at step %s: %s; retrying in %.1fs",
+                            self.config.controllerAddr, self.registrar.state.value, exc, delay)
+                await asyncio.sleep(delay + random.random() * 0.2)
+                delay = min(delay * 2, 5.0)
+                continue
+            self.broker_id = self.registrar.broker_id
+            self.registered = True
+            log.info("registered with the controller as %s/%s broker id %s", self.config.brokerClusterName,
+                     self.config.brokerName, self.broker_id)
+            return answer
+
+    # ------------------------------------------------------------------ heartbeats and metadata pull
+    def heartbeat_body(self) -> dict[str, Any]:
+        return {
+            "clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName,
+            "brokerAddr": self.config.address, "brokerId": self.broker_id,
+            "epoch": self.store.epochs.last_epoch(), "maxOffset": self.store.max_offset,
+            "confirmOffset": self.store.confirm_offset,
+            "heartbeatTimeoutMills": self.config.controllerHeartBeatTimeoutMills,
+            "electionPriority": self.config.brokerElectionPriority, "asyncLearner": self.config.asyncLearner,
+        }
+
+    async def send_heartbeat(self) -> None:
+        if self.broker_id is None:
+            return
+        answered = await asyncio.to_thread(self.api.heartbeat_all, self.heartbeat_body())
+        if answered == 0:
+            log.warning("no controller answered this broker's heartbeat (%s)", self.config.controllerAddr)
+
+    async def sync_metadata(self) -> None:
+        try:
+            info = await asyncio.to_thread(self.api.get_replica_info, self.config.brokerName)
+        except RemoteError as exc:
+            if exc.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+                log.warning("the controller has no metadata for %s; registering again", self.config.brokerName)
+                answer = await asyncio.to_thread(self.registrar.register)
+                self.broker_id = self.registrar.broker_id
+                async with self._lock:
+                    if answer.get("masterBrokerId") is not None:
+                        await self._change_role_locked(answer)
+                return
+            raise
+        async with self._lock:
+            await self._apply_replica_info(info)
+
+    async def _apply_replica_info(self, info: dict[str, Any]) -> None:
+        epoch = int(info.get("masterEpoch") or 0)
+        if info.get("masterBrokerId") is None or not info.get("masterAddress"):
+            await self._elect_locked()
+        elif epoch > self.state.master_epoch:
+            await self._change_role_locked(info)
+        elif epoch == self.state.master_epoch and self.state.role is Role.MASTER:
+            self.change_sync_state_set(info.get("syncStateSet") or [], int(info.get("syncStateSetEpoch") or 0))
+
+    async def _elect_locked(self) -> None:
+        assert self.broker_id is not None
+        answer = await asyncio.to_thread(self.api.elect_self, self.config.brokerClusterName,
+                                         self.config.brokerName, self.broker_id)
+        if answer is not None:
+            await self._change_role_locked(answer)
+
+    # ------------------------------------------------------------------ role changes
+    async def change_broker_role(self, info: dict[str, Any]) -> None:
+        """Entry point for role-change notifications pushed by the controller."""
+        async with self._lock:
+            await self._change_role_locked(info)
+
+    async def _change_role_locked(self, info: dict[str, Any]) -> None:
+        master_id, address = info.get("masterBrokerId"), info.get("masterAddress")
+        epoch = int(info.get("masterEpoch") or 0)
+        if master_id is None or not address or self.broker_id is None:
+            return
+        if epoch <= self.state.master_epoch:
+            log.debug("ignoring role information of masterEpoch %d (holding %d)", epoch, self.state.master_epoch)
+            return
+        members = frozenset(int(i) for i in info.get("syncStateSet") or [])
+        ss_epoch = int(info.get("syncStateSetEpoch") or 0)
+        if int(master_id) == self.broker_id:
+            await self.change_to_master(epoch, ss_epoch, members)
+        else:
+            await self.change_to_slave(str(address), epoch, int(master_id))
+
+    async def change_to_master(self, epoch: int, ss_epoch: int, members: frozenset[int]) -> None:
+        epochs = self.store.epochs
+        if epochs.last_epoch() > epoch:
+            log.error("refusing to become master at epoch %d: the local epoch file already holds epoch %d. "
+                      "The controller's metadata is older than this broker's log (was the controller store "
+                      "wiped?). See docs/operations.md, 'epoch ahead of controller'.", epoch, epochs.last_epoch())
+            return
+        if epochs.last_epoch() < epoch:
+            # Also when re-elected with no new data: the new epoch must be recorded (#9689).
+            epochs.append(epoch, self.store.max_offset)
+        self.state = RoleState(Role.MASTER, epoch, self.broker_id, self.config.address,
+                               members or frozenset({self.broker_id or 0}), ss_epoch)
+        log.info("now MASTER of %s at masterEpoch %d (syncStateSet %s, epoch %d)", self.config.brokerName,
+                 epoch, sorted(self.state.sync_state_set), ss_epoch)
+        if self.listener is not None:
+            await self.listener.on_master(self.state)
+
+    async def change_to_slave(self, master_address: str, epoch: int, master_id: int) -> None:
+        self.state = RoleState(Role.SLAVE, epoch, master_id, master_address)
+        log.info("now SLAVE of broker %d (%s) at masterEpoch %d", master_id, master_address, epoch)
+        if self.listener is not None:
+            await self.listener.on_slave(self.state)
+
+    def change_sync_state_set(self, members: list[int] | frozenset[int], ss_epoch: int) -> bool:
+        """Apply a SyncStateSet the controller committed, if it is newer than ours."""
+        if self.state.role is not Role.MASTER or ss_epoch <= self.state.sync_state_set_epoch:
+            return False
+        self.state = replace(self.state, sync_state_set=frozenset(int(i) for i in members),
+                             sync_state_set_epoch=ss_epoch)
+        log.info("syncStateSet of %s is now %s (epoch %d)", self.config.brokerName,
+                 sorted(self.state.sync_state_set), ss_epoch)
+        if self.listener is not None:
+            self.listener.on_sync_state_set(self.state)
+        return True

@@ -1,0 +1,91 @@
+"""Process entry point of a broker: config → logging → store recovery → HTTP server → clean shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from services.broker.api import create_app
+from services.broker.broker import Broker
+from services.broker.config import BrokerConfig, config_from_properties
+from services.common.errors import ConfigError
+from services.common.props import load_properties
+from services.controller.server import check_port_free
+
+log = logging.getLogger("mqctl.broker")
+
+
+def build_config(config_file: str | None, overrides: dict[str, str],
+                 warnings: list[str] | None = None) -> BrokerConfig:
+    config = BrokerConfig()
+    if config_file:
+        config = config_from_properties(load_properties(config_file), config, warnings)
+    config = config_from_properties(overrides, config, warnings)
+    config.validate()
+    return config
+
+
+def setup_logging(config: BrokerConfig) -> Path:
+    log_dir = config.store_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / "broker.log"
+    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s")
+    root = logging.getLogger()
+    root.handlers.clear()
+    file_handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=50 * 2**20, backupCount=5)
+    file_handler.setFormatter(fmt)
+    stderr_handler = logging.StreamHandler(sys.stderr)
+    stderr_handler.setFormatter(fmt)
+    root.addHandler(file_handler)
+    root.addHandler(stderr_handler)
+    root.setLevel(config.logLevel.upper())
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    return log_file
+
+
+def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
+    """Run one broker until SIGTERM/SIGINT; returns the process exit code."""
+    host = config.listen_host()
+    check_port_free(host, config.listenPort, "broker API")
+    check_port_free(host, config.haListenPort, "broker HA port")
+    log_file = setup_logging(config)
+    for warning in warnings or []:
+        log.warning(warning)
+    log.info("starting broker %s/%s at %s (HA %s), store %s, controllers %s, log %s",
+             config.brokerClusterName, config.brokerName, config.address, config.ha_address, config.store_dir,
+             config.controllerAddr, log_file)
+    fatal: list[str] = []
+    server: uvicorn.Server | None = None
+
+    def on_fatal(message: str) -> None:
+        fatal.append(message)
+        if server is not None:
+            server.should_exit = True
+
+    broker = Broker(config, on_fatal=on_fatal)
+    broker.open_store()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await broker.start()
+        log.info("broker %s serving HTTP on %s:%d", config.brokerName, host, config.listenPort)
+        yield
+        await broker.stop()
+
+    app = create_app(broker)
+    app.router.lifespan_context = lifespan
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=config.listenPort, log_config=None,
+                                           access_log=False, lifespan="on", timeout_graceful_shutdown=3))
+    server.run()
+    log.info("broker %s stopped", config.brokerName)
+    if fatal:
+        raise ConfigError(fatal[0])
+    return 0

@@ -1,0 +1,260 @@
+"""The message store: commitlog + consume queues + epoch file + confirmOffset, with recovery.
+
+confirmOffset is owned here and only here. Consume queues are dispatched up to it and never beyond, so a
+consumer never reads a message that a failover could truncate. It only moves forward, except when the
+log itself is truncated. It is persisted in ``checkpoint`` on every flush.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.broker.commitlog import CommitLog, MessageRecord
+from services.broker.consume_queue import ConsumeQueueStore
+from services.broker.epoch_file import EpochFileCache
+from services.common.durable import atomic_write
+
+log = logging.getLogger(__name__)
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+MAX_TOPIC_LENGTH = 127
+
+
+class MessageIllegal(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str
+    body: bytes
+    keys: str = ""
+    tags: str = ""
+    queue_id: int | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    next_offset: int
+
+
+@dataclass(frozen=True)
+class GetResult:
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[MessageRecord]
+
+
+def message_id(store_host: str, offset: int) -> str:
+    """RocketMQ's offset message id: store IPv4 (4 bytes) + port (4 bytes) + commitlog offset (8 bytes)."""
+    host, _, port = store_host.rpartition(":")
+    try:
+        ip = socket.inet_aton(socket.gethostbyname(host))
+    except OSError:
+        ip = bytes(4)
+    return (ip + struct.pack(">iq", int(port or 0), offset)).hex().upper()
+
+
+class MessageStore:
+    def __init__(self, root: Path, store_host: str, segment_size: int = 64 * 2**20,
+                 epoch_file: Path | None = None, queue_nums: int = 4,
+                 max_message_size: int = 4 * 2**20) -> None:
+        self.root = root
+        self.store_host = store_host
+        self.commitlog = CommitLog(root / "commitlog", segment_size)
+        self.queues = ConsumeQueueStore(root / "consumequeue")
+        self.epochs = EpochFileCache(epoch_file or root / "epochFileCheckpoint")
+        self.queue_nums = queue_nums
+        self.max_message_size = max_message_size
+        self.checkpoint_path = root / "checkpoint"
+        self.next_queue_offsets: dict[tuple[str, int], int] = {}
+        self._round_robin: dict[str, int] = {}
+        self._confirm_offset = 0
+        self._saved_confirm = -1
+        self.reput_offset = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.commitlog.open()
+        if not self.epochs.load():
+            log.error("epoch file %s and its .bak are both unreadable; starting with no epochs",
+                      self.epochs.path)
+        self.epochs.truncate_suffix_by_offset(self.commitlog.max_offset + 1)
+        self.queues.load()
+        self.queues.truncate(self.commitlog.max_offset)
+        dispatched = self.queues.dispatched_end()
+        self.reput_offset = dispatched if dispatched >= 0 else self.commitlog.min_offset
+        self._confirm_offset = min(max(self._load_checkpoint(), self.reput_offset), self.commitlog.max_offset)
+        self._rebuild_queue_offsets()
+        self.dispatch()
+
+    def close(self) -> None:
+        self.flush()
+        self.commitlog.close()
+        self.queues.close()
+
+    def _load_checkpoint(self) -> int:
+        try:
+            return int(json.loads(self.checkpoint_path.read_text())["confirmOffset"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    def _rebuild_queue_offsets(self) -> None:
+        self.next_queue_offsets = {key: cq.count for key, cq in self.queues.queues.items()}
+        for rec in self.commitlog.iter_records(self.reput_offset):
+            key = (rec.topic, rec.queue_id)
+            self.next_queue_offsets[key] = max(self.next_queue_offsets.get(key, 0), rec.queue_offset + 1)
+
+    # ------------------------------------------------------------------ offsets
+    @property
+    def max_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def confirm_offset(self) -> int:
+        return self._confirm_offset
+
+    def set_confirm_offset(self, offset: int) -> None:
+        """Advance confirmOffset (never backwards, never past the log) and dispatch up to it."""
+        offset = min(offset, self.max_offset)
+        if offset > self._confirm_offset:
+            self._confirm_offset = offset
+            self.dispatch()
+
+    # ------------------------------------------------------------------ writes
+    def validate(self, msg: Message) -> None:
+        if not msg.topic or len(msg.topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.match(msg.topic):
+            raise MessageIllegal(f"topic {msg.topic!r} is illegal: use at most {MAX_TOPIC_LENGTH} of "
+                                 "letters, digits, '%', '|', '_' and '-'")
+        if not msg.body:
+            raise MessageIllegal("message body is empty")
+        if len(msg.body) > self.max_message_size:
+            raise MessageIllegal(f"message body of {len(msg.body)} bytes exceeds maxMessageSize "
+                                 f"{self.max_message_size}")
+        if msg.queue_id is not None and not 0 <= msg.queue_id < self.queue_nums:
+            raise MessageIllegal(f"queueId {msg.queue_id} is out of range: topic {msg.topic} has queues "
+                                 f"0..{self.queue_nums - 1}")
+        for text in (msg.keys, msg.tags, *msg.properties, *msg.properties.values()):
+            if "\x01" in text or "\x02" in text:
+                raise MessageIllegal("keys, tags and properties must not contain \\x01 or \\x02")
+
+    def append(self, msg: Message, timestamp: int) -> AppendResult:
+        queue_id = msg.queue_id if msg.queue_id is not None else self._next_queue(msg.topic)
+        key = (msg.topic, queue_id)
+        queue_offset = self.next_queue_offsets.get(key, 0)
+        props = dict(msg.properties)
+        if msg.keys:
+            props["KEYS"] = msg.keys
+        if msg.tags:
+            props["TAGS"] = msg.tags
+        offset, size = self.commitlog.append_message(msg.topic, queue_id, queue_offset, timestamp, props,
+                                                     msg.body)
+        self.next_queue_offsets[key] = queue_offset + 1
+        return AppendResult(message_id(self.store_host, offset), queue_id, queue_offset, offset, offset + size)
+
+    def _next_queue(self, topic: str) -> int:
+        n = self._round_robin.get(topic, -1) + 1
+        self._round_robin[topic] = n
+        return n % self.queue_nums
+
+    def append_raw(self, offset: int, data: bytes) -> None:
+        """Replica path: write bytes received from the master at the same offset."""
+        self.commitlog.write_at(offset, data)
+        for rec in self.commitlog.iter_records(offset, offset + len(data)):
+            key = (rec.topic, rec.queue_id)
+            self.next_queue_offsets[key] = max(self.next_queue_offsets.get(key, 0), rec.queue_offset + 1)
+
+    # ------------------------------------------------------------------ dispatch and truncation
+    def dispatch(self) -> None:
+        end = min(self._confirm_offset, self.max_offset)
+        if self.reput_offset >= end:
+            return
+        last = self.reput_offset
+        for rec in self.commitlog.iter_records(self.reput_offset, end):
+            if rec.next_offset > end:
+                break
+            self.queues.dispatch(rec.topic, rec.queue_id, rec.queue_offset, rec.physical_offset, rec.size,
+                                 rec.tags)
+            last = rec.next_offset
+        if last == self.reput_offset and end > self.reput_offset:
+            last = self._skip_padding(self.reput_offset, end)
+        self.reput_offset = last
+
+    def _skip_padding(self, offset: int, end: int) -> int:
+        size = self.commitlog.segment_size
+        boundary = offset - offset % size + size
+        return boundary if boundary <= end and self.commitlog.read_record(offset) is None else offset
+
+    def truncate(self, offset: int) -> None:
+        """Cut the log, its consume queues and epochs at ``offset``, durably; confirmOffset follows."""
+        self.commitlog.truncate(offset)
+        self.queues.truncate(offset)
+        self.epochs.truncate_suffix_by_offset(offset + 1)  # epochs starting past the new end
+        self.reput_offset = min(self.reput_offset, offset)
+        self._confirm_offset = min(self._confirm_offset, offset)
+        self._rebuild_queue_offsets()
+        self._save_checkpoint(force=True)
+
+    # ------------------------------------------------------------------ reads
+    def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> GetResult:
+        cq = self.queues.queue(topic, queue_id)
+        if cq is None:
+            return GetResult("NO_MATCHED_LOGIC_QUEUE", 0, 0, 0, [])
+        max_q = cq.count
+        if queue_offset < 0 or queue_offset > max_q:
+            status = "OFFSET_OVERFLOW_BADLY" if queue_offset > max_q else "OFFSET_TOO_SMALL"
+            return GetResult(status, max(0, min(queue_offset, max_q)), 0, max_q, [])
+        if queue_offset == max_q:
+            return GetResult("NO_NEW_MSG", queue_offset, 0, max_q, [])
+        records = []
+        offset = queue_offset
+        while offset < max_q and len(records) < max_nums:
+            entry = cq.get(offset)
+            rec = self.commitlog.read_record(entry[0]) if entry else None
+            if rec is None:
+                break
+            records.append(rec)
+            offset += 1
+        return GetResult("FOUND" if records else "NO_MESSAGE_IN_QUEUE", offset, 0, max_q, records)
+
+    def topics(self) -> list[dict[str, object]]:
+        names = sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues})
+        result = []
+        for topic in names:
+            queue_rows = []
+            for qid in range(self.queue_nums):
+                cq = self.queues.queue(topic, qid)
+                queue_rows.append({"queueId": qid, "minOffset": 0, "maxOffset": cq.count if cq else 0,
+                                   "writtenOffset": self.next_queue_offsets.get((topic, qid), 0)})
+            result.append({"topic": topic, "queues": queue_rows})
+        return result
+
+    # ------------------------------------------------------------------ durability
+    def flush(self) -> int:
+        flushed = self.commitlog.flush()
+        self.queues.flush()
+        self._save_checkpoint()
+        return flushed
+
+    def _save_checkpoint(self, force: bool = False) -> None:
+        if force or self._confirm_offset != self._saved_confirm:
+            atomic_write(self.checkpoint_path, json.dumps({"confirmOffset": self._confirm_offset}))
+            self._saved_confirm = self._confirm_offset
