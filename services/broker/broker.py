@@ -13,7 +13,7 @@ from services.broker.config import BrokerConfig
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.flush import FlushService
 from services.broker.replicas_manager import ReplicasManager, Role, RoleState
-from services.broker.replication import LocalOnly, Replication
+from services.broker.replication import AutoSwitchReplication, Replication
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
 from services.common.clock import Clock, SystemClock
 
@@ -37,10 +37,11 @@ class Broker:
         self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
                                   config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize)
         self.api = BrokerControllerApi(config.controllerAddr, timeout=3.0)
-        self.replication: Replication = LocalOnly(config, self.store)
+        self.flush: FlushService | None = None
         self.replicas = ReplicasManager(config, self.store, self.api, self.clock, listener=self,
                                         on_fatal=on_fatal)
-        self.flush: FlushService | None = None
+        self.replication: Replication = AutoSwitchReplication(
+            config, self.store, self.api, self.clock, self.io_lock, lambda: self.flush, lambda: self.replicas)
         self.put_counts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -55,6 +56,7 @@ class Broker:
         self.flush = FlushService(self.store, self.config.sync_flush, self.config.flushIntervalCommitLog,
                                   self.io_lock)
         self.flush.start()
+        await self.replication.start()
         await self.replicas.start()
 
     async def stop(self) -> None:
@@ -75,6 +77,9 @@ class Broker:
 
     def on_sync_state_set(self, state: RoleState) -> None:
         self.replication.on_sync_state_set(state)
+
+    def on_controller_view(self, ss_epoch: int) -> None:
+        self.replication.on_controller_view(ss_epoch)
 
     @property
     def role(self) -> Role:
@@ -147,5 +152,5 @@ class Broker:
             "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset,
             "flushedOffset": self.flush.flushed_offset if self.flush else None,
             "flushDiskType": self.config.flushDiskType, "controllerLeader": self.api.leader,
-            "putStatusCounts": dict(self.put_counts),
+            "putStatusCounts": dict(self.put_counts), "ha": self.replication.status(),
         }

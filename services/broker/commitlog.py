@@ -125,14 +125,23 @@ def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> Me
         return Blank(total) if total >= MIN_BLANK else None
     if magic != MESSAGE_MAGIC or total < _HEAD.size + 6 or len(buf) - pos < total:
         return None
+    try:
+        return _decode_message(buf, pos, total, physical_offset)
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def _decode_message(buf: bytes | memoryview, pos: int, total: int, physical_offset: int) -> MessageRecord | None:
     _, _, crc, queue_id, queue_offset, phys, ts, topic_len = _HEAD.unpack_from(buf, pos)
-    if phys != physical_offset:
+    if phys != physical_offset or _HEAD.size + topic_len + 2 + 4 > total:
         return None
     p = pos + _HEAD.size
     topic = bytes(buf[p:p + topic_len]).decode("utf-8", errors="replace")
     p += topic_len
     (props_len,) = struct.unpack_from(">H", buf, p)
     p += 2
+    if p + props_len + 4 > pos + total:
+        return None
     props = decode_properties(bytes(buf[p:p + props_len]))
     p += props_len
     (body_len,) = struct.unpack_from(">i", buf, p)
@@ -213,7 +222,10 @@ class CommitLog:
     def write_at(self, offset: int, data: bytes) -> None:
         """Write raw bytes at the end of the log (offset must equal max_offset); used by replicas too."""
         if offset != self.max_offset:
-            raise CommitLogError(f"write at {offset} but the commitlog ends at {self.max_offset}")
+            if self.max_offset == self.min_offset and offset % self.segment_size == 0:
+                self._reset_empty(offset)  # an empty replica starting at the master's oldest data
+            else:
+                raise CommitLogError(f"write at {offset} but the commitlog ends at {self.max_offset}")
         view = memoryview(data)
         while view:
             seg = self._segment_for_append(offset)
@@ -226,6 +238,14 @@ class CommitLog:
             seg.dirty = True
             offset += len(chunk)
             view = view[len(chunk):]
+
+    def _reset_empty(self, offset: int) -> None:
+        for seg in self.segments:
+            os.close(seg.fd)
+            seg.path.unlink()
+        self.segments.clear()
+        self._segment_for_append(offset)
+        self.flushed_offset = offset
 
     def _segment_for_append(self, offset: int) -> _Segment:
         if self.segments:

@@ -54,6 +54,8 @@ class RoleListener(Protocol):
 
     def on_sync_state_set(self, state: RoleState) -> None: ...
 
+    def on_controller_view(self, ss_epoch: int) -> None: ...
+
 
 class ReplicasManager:
     def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
@@ -175,7 +177,10 @@ class ReplicasManager:
         elif epoch > self.state.master_epoch:
             await self._change_role_locked(info)
         elif epoch == self.state.master_epoch and self.state.role is Role.MASTER:
-            self.change_sync_state_set(info.get("syncStateSet") or [], int(info.get("syncStateSetEpoch") or 0))
+            ss_epoch = int(info.get("syncStateSetEpoch") or 0)
+            self.change_sync_state_set(info.get("syncStateSet") or [], ss_epoch)
+            if self.listener is not None:
+                self.listener.on_controller_view(ss_epoch)
 
     async def _elect_locked(self) -> None:
         assert self.broker_id is not None

@@ -4,11 +4,20 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from services.broker.config import BrokerConfig
 from services.broker.replicas_manager import RoleState
 from services.broker.store import MessageStore
+
+if TYPE_CHECKING:
+    from services.broker.controller_api import BrokerControllerApi
+    from services.broker.flush import FlushService
+    from services.broker.ha.slave import HAClient
+    from services.broker.replicas_manager import ReplicasManager
+    from services.common.clock import Clock
 
 
 class Replication(Protocol):
@@ -25,6 +34,12 @@ class Replication(Protocol):
     async def wait_for_acks(self, next_offset: int) -> bool: ...
 
     async def stop(self) -> None: ...
+
+    async def start(self) -> None: ...
+
+    def on_controller_view(self, ss_epoch: int) -> None: ...
+
+    def status(self) -> dict[str, object]: ...
 
 
 class LocalOnly:
@@ -43,6 +58,15 @@ class LocalOnly:
     def on_sync_state_set(self, state: RoleState) -> None:
         self.state = state
 
+    def on_controller_view(self, ss_epoch: int) -> None:
+        return None
+
+    def status(self) -> dict[str, object]:
+        return {"role": self.state.role.value}
+
+    async def start(self) -> None:
+        return None
+
     def in_sync_replicas_nums(self) -> int:
         return len(self.state.sync_state_set)
 
@@ -60,3 +84,90 @@ class LocalOnly:
 
     async def stop(self) -> None:
         return None
+
+
+class AutoSwitchReplication:
+    """Replication in controller mode: the HA master service while master, the HA client while slave."""
+
+    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
+                 io_lock: threading.Lock, flush: Callable[[], FlushService | None],
+                 replicas: Callable[[], ReplicasManager]) -> None:
+        from services.broker.ha.master import HAService
+
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.io_lock = io_lock
+        self._flush = flush
+        self._replicas = replicas
+        self.ha = HAService(config, store, api, clock)
+        self.ha.apply_committed = lambda members, epoch: replicas().change_sync_state_set(members, epoch)
+        self.client: HAClient | None = None
+        self.state = RoleState()
+
+    async def start(self) -> None:
+        await self.ha.start_server()
+
+    async def on_master(self, state: RoleState) -> None:
+        self.state = state
+        await self._stop_client()
+        assert state.master_broker_id is not None
+        await self.ha.become_master(state.master_broker_id, state.master_epoch, state.sync_state_set,
+                                    state.sync_state_set_epoch)
+
+    async def on_slave(self, state: RoleState) -> None:
+        from services.broker.ha.slave import HAClient
+
+        self.state = state
+        await self.ha.become_inactive()
+        await self._stop_client()
+        replicas = self._replicas()
+        assert replicas.broker_id is not None and state.master_address is not None
+        self.client = HAClient(self.config, self.store, self.clock, replicas.broker_id, state.master_address,
+                               self.io_lock, self._wait_flushed, self._truncated)
+        self.client.start()
+
+    async def _wait_flushed(self, offset: int, timeout_ms: int) -> bool:
+        flush = self._flush()
+        return True if flush is None else await flush.wait_flushed(offset, timeout_ms)
+
+    def _truncated(self, offset: int) -> None:
+        flush = self._flush()
+        if flush is not None:
+            flush.note_truncated(offset)
+
+    async def _stop_client(self) -> None:
+        if self.client is not None:
+            await self.client.stop()
+            self.client = None
+
+    def on_sync_state_set(self, state: RoleState) -> None:
+        self.state = state
+        self.ha.on_committed(state.sync_state_set, state.sync_state_set_epoch)
+
+    def on_controller_view(self, ss_epoch: int) -> None:
+        self.ha.resolve_unknown_alter(ss_epoch)
+
+    def in_sync_replicas_nums(self) -> int:
+        return self.ha.tracker.in_sync_nums() if self.ha.active else 0
+
+    def on_appended(self) -> None:
+        self.ha.update_confirm()
+        self.ha.notify_new_data()
+        self.ha.release_waiters()
+
+    async def wait_for_acks(self, next_offset: int) -> bool:
+        return await self.ha.wait_for_acks(next_offset)
+
+    async def stop(self) -> None:
+        await self._stop_client()
+        await self.ha.stop()
+
+    def status(self) -> dict[str, object]:
+        if self.ha.active:
+            return {"role": "MASTER", "syncStateSet": sorted(self.ha.tracker.local),
+                    "proposedSyncStateSet": sorted(self.ha.tracker.remote) if self.ha.tracker.remote else None,
+                    "inSyncSlaveNums": len(self.ha.tracker.local) - 1, "slaves": self.ha.status()}
+        if self.client is not None:
+            return {"role": "SLAVE", **self.client.status()}
+        return {"role": self.state.role.value}

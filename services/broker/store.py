@@ -141,7 +141,7 @@ class MessageStore:
 
     # ------------------------------------------------------------------ writes
     def validate(self, msg: Message) -> None:
-        if not msg.topic or len(msg.topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.match(msg.topic):
+        if not msg.topic or len(msg.topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.fullmatch(msg.topic):
             raise MessageIllegal(f"topic {msg.topic!r} is illegal: use at most {MAX_TOPIC_LENGTH} of "
                                  "letters, digits, '%', '|', '_' and '-'")
         if not msg.body:
@@ -178,6 +178,8 @@ class MessageStore:
     def append_raw(self, offset: int, data: bytes) -> None:
         """Replica path: write bytes received from the master at the same offset."""
         self.commitlog.write_at(offset, data)
+        if self.reput_offset < self.commitlog.min_offset:  # an empty replica that started mid-log
+            self.reput_offset = self._confirm_offset = self.commitlog.min_offset
         for rec in self.commitlog.iter_records(offset, offset + len(data)):
             key = (rec.topic, rec.queue_id)
             self.next_queue_offsets[key] = max(self.next_queue_offsets.get(key, 0), rec.queue_offset + 1)

@@ -128,7 +128,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
         if req.designateElect and broker_id is None:
             return respond(ResponseCode.INVALID_PARAMETER, "designateElect needs a brokerId")
         request = ElectMasterRequest(req.clusterName, req.brokerName, broker_id, req.designateElect)
-        return _answer(await m.elect_master(request))
+        return _answer(await m.elect_master(request, req.requestId))
 
     @app.get(f"{P}/replicaInfo")
     async def replica_info(brokerName: Annotated[str, Query(min_length=1)]) -> JSONResponse:
@@ -154,8 +154,12 @@ def create_app(manager: ControllerManager) -> FastAPI:
     @app.get(f"{P}/events")
     async def events(fromIndex: Annotated[int, Query(ge=0)] = 0,
                      limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> JSONResponse:
-        result = await m.read(lambda s: ControllerResult(data={
-            "events": s.events_page(fromIndex, limit), "nextIndex": s.next_event_index}))
+        def page(s: Any) -> ControllerResult:
+            events = s.events_page(fromIndex, limit)
+            next_index = events[-1]["index"] + 1 if events else max(fromIndex, s.next_event_index)
+            return ControllerResult(data={"events": events, "nextIndex": next_index,
+                                          "latestIndex": s.next_event_index - 1})
+        result = await m.read(page)
         return _answer(result)
 
     @app.get(f"{P}/config")

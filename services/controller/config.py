@@ -1,7 +1,7 @@
 """Controller configuration: one frozen dataclass, RocketMQ property names, documented defaults.
 
 Precedence: command-line flags > runtime updates persisted in ``configStorePath`` > the ``-c`` file >
-defaults. ``docs/controller-config.md`` lists every property; keep it in sync with ``FIELD_DOCS``.
+defaults. ``docs/controller-config.md`` lists every property; keep it in sync with this class.
 """
 
 from __future__ import annotations
@@ -99,6 +99,11 @@ class ControllerConfig:
                      "controllerRequestTimeoutMillis"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if self.logLevel.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ConfigError(f"logLevel must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {self.logLevel!r}")
+        if self.raftLogCompactionMinEntries < 2 or self.raftLogCompactionMinTimeSecs < 1:
+            raise ConfigError("raftLogCompactionMinEntries must be at least 2 and raftLogCompactionMinTimeSecs "
+                              "at least 1")
         if self.electMasterMaxRetryCount < 1:
             raise ConfigError("electMasterMaxRetryCount must be at least 1")
         if not self.controllerRaftPassword and not self.all_peers_on_loopback():

@@ -134,6 +134,8 @@ class ControllerManager:
     def leader_peer(self) -> Peer | None:
         if self.raft is None:
             return None
+        if not self.raft.is_leader() and not self.raft.status().get("hasQuorum"):
+            return None  # cut off from the others: the leader we last heard of may be gone
         raft_addr = self.raft.leader_address()
         return next((p for p in self.peers if p.raft_address == raft_addr), None)
 
@@ -227,14 +229,14 @@ class ControllerManager:
             return replace(result, events=tuple(events))
 
     # ------------------------------------------------------------------ elections
-    async def elect_master(self, request: ElectMasterRequest) -> ControllerResult:
+    async def elect_master(self, request: ElectMasterRequest, request_id: str | None = None) -> ControllerResult:
         if (not request.controller_triggered and not request.designateElect
                 and self._master_unknown_during_grace(request.brokerName)):
             return ControllerResult(code=int(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED),
                                     remark="The controller has just started and is still collecting broker "
                                            "heartbeats; retry the election shortly")
         result = await self.write(lambda m: m.elect_master(
-            request, self.policy(), self.config.enableElectUncleanMaster, self.alive))
+            request, self.policy(), self.config.enableElectUncleanMaster, self.alive), request_id)
         if result.ok:
             self.elections[str(result.data and result.data.get("electReason"))] = \
                 self.elections.get(str(result.data and result.data.get("electReason")), 0) + 1

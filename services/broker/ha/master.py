@@ -1,0 +1,402 @@
+"""Master side of replication: accept slave connections, stream the log, count acks, keep the
+SyncStateSet (shrink on lag or disconnect, expand on catch-up) in step with the controller.
+
+The sockets live here; the rules live in ``ha/protocol.py``, ``quorum.py`` and ``sync_state.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from services.broker.config import BrokerConfig
+from services.broker.controller_api import BrokerControllerApi
+from services.broker.epoch_file import EpochEntry
+from services.broker.ha.frames import MasterHandshake, ProtocolError, SlaveAck, SlaveFrameReader, SlaveHandshake, Transfer
+from services.broker.ha.protocol import check_ack, epoch_index_for, transfer_start
+from services.broker.quorum import confirm_offset, need_ack_nums, quorum_offset
+from services.broker.store import MessageStore
+from services.broker.sync_state import SyncStateTracker
+from services.common.clock import Clock
+from services.common.errors import MqctlError, RemoteError
+
+log = logging.getLogger(__name__)
+
+#: An alter whose outcome is unknown (no answer) is only given up after this long without the
+#: controller showing it committed: Raft may still commit it late.
+UNKNOWN_ALTER_GRACE_MS = 10_000
+
+
+@dataclass(eq=False)
+class SlaveConnection:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    peer: str
+    slave_id: int = -1
+    learner: bool = False
+    sync_from_last_file: bool = False
+    ack_offset: int = -1
+    request_offset: int | None = None
+    transfer_offset: int = 0
+    last_master_max: int = 0
+    last_transfer_ms: int = 0
+    last_read_ms: int = 0
+    handshake: asyncio.Event = field(default_factory=asyncio.Event)
+    first_ack: asyncio.Event = field(default_factory=asyncio.Event)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    closed: bool = False
+
+
+class HAService:
+    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock) -> None:
+        self.config = config
+        self.store = store
+        self.api = api
+        self.clock = clock
+        self.active = False
+        self.self_id = 0
+        self.master_epoch = 0
+        self.tracker = SyncStateTracker(0)
+        self.connections: dict[int, SlaveConnection] = {}
+        self._pending: set[SlaveConnection] = set()
+        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._server: asyncio.base_events.Server | None = None
+        self._alter_lock = asyncio.Lock()
+        self._shrink_task: asyncio.Task[None] | None = None
+        self._remote_since_ms = 0
+        self.apply_committed: Callable[[list[int], int], bool] | None = None
+        self.on_sync_flush: Callable[[int], Awaitable[bool]] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start_server(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.config.listen_host(),
+                                                  self.config.haListenPort)
+        log.info("replication (HA) listening on %s:%d", self.config.listen_host(), self.config.haListenPort)
+
+    async def stop(self) -> None:
+        await self.become_inactive()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    async def become_master(self, self_id: int, master_epoch: int, members: frozenset[int], ss_epoch: int) -> None:
+        await self._drop_all()
+        self.self_id, self.master_epoch, self.active = self_id, master_epoch, True
+        self.tracker = SyncStateTracker(self_id)
+        self.tracker.reset(members or {self_id}, ss_epoch)
+        self._remote_since_ms = 0
+        if self._shrink_task is None:
+            self._shrink_task = asyncio.create_task(self._shrink_loop(), name="sync-state-set-check")
+        self.update_confirm()
+
+    async def become_inactive(self) -> None:
+        self.active = False
+        if self._shrink_task is not None:
+            self._shrink_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._shrink_task
+            self._shrink_task = None
+        await self._drop_all()
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_result(False)
+        self._waiters.clear()
+
+    async def _drop_all(self) -> None:
+        for conn in list(self.connections.values()) + list(self._pending):
+            await self._close(conn, "role change")
+        self.connections.clear()
+        self._pending.clear()
+
+    # ------------------------------------------------------------------ write path hooks
+    def notify_new_data(self) -> None:
+        for conn in self.connections.values():
+            conn.wakeup.set()
+
+    def need(self) -> int:
+        auto_in_sync = 1 + sum(1 for c in self.connections.values()
+                               if not c.learner and self.store.max_offset - c.ack_offset <= self.config.haMaxGapNotInSync)
+        return need_ack_nums(self.config.allAckInSyncStateSet, self.config.inSyncReplicas,
+                             self.config.enableAutoInSyncReplicas, self.config.minInSyncReplicas, auto_in_sync)
+
+    def acks(self) -> dict[int, int]:
+        return {sid: c.ack_offset for sid, c in self.connections.items() if not c.learner}
+
+    def quorum(self) -> int:
+        return quorum_offset(self.need(), self.acks(), self.tracker.effective(), self.self_id, self.store.max_offset)
+
+    async def wait_for_acks(self, next_offset: int) -> bool:
+        if not self.active:
+            return False
+        if self.quorum() >= next_offset:
+            return True
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append((next_offset, future))
+        try:
+            return await asyncio.wait_for(future, self.config.slaveTimeout / 1000)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._waiters = [w for w in self._waiters if w[1] is not future]
+
+    def release_waiters(self) -> None:
+        if not self._waiters:
+            return
+        reached = self.quorum()
+        for offset, future in self._waiters:
+            if offset <= reached and not future.done():
+                future.set_result(True)
+
+    def update_confirm(self) -> None:
+        if not self.active:
+            return
+        target = confirm_offset(self.config.allAckInSyncStateSet, self.acks(), self.tracker.effective(),
+                                self.self_id, [c for c in self.connections], self.store.max_offset)
+        if len(self.tracker.effective()) <= 1:
+            target = self.store.max_offset
+        if target is not None and target > self.store.confirm_offset:
+            self.store.set_confirm_offset(target)
+            self.notify_new_data()
+
+    # ------------------------------------------------------------------ SyncStateSet
+    def on_committed(self, members: frozenset[int], ss_epoch: int) -> None:
+        if self.tracker.committed(members, ss_epoch):
+            self.update_confirm()
+            self.release_waiters()
+
+    def resolve_unknown_alter(self, controller_ss_epoch: int) -> None:
+        """Called with the controller's current syncStateSetEpoch: a proposal it never committed is
+        given up once the grace period has passed."""
+        if not self.tracker.synchronizing or controller_ss_epoch != self.tracker.local_epoch:
+            return
+        if self._remote_since_ms and self.clock.monotonic_ms() - self._remote_since_ms > UNKNOWN_ALTER_GRACE_MS:
+            log.info("the proposed syncStateSet %s was never committed; dropping it", sorted(self.tracker.remote or ()))
+            self.tracker.refused()
+
+    async def propose(self, members: frozenset[int], why: str) -> None:
+        async with self._alter_lock:
+            if not self.active or members == self.tracker.local:
+                return
+            self.tracker.propose(members)
+            self._remote_since_ms = self.clock.monotonic_ms()
+            log.info("proposing syncStateSet %s (was %s): %s", sorted(members), sorted(self.tracker.local), why)
+            try:
+                answer = await asyncio.to_thread(
+                    self.api.alter_sync_state_set, self.config.brokerName, self.self_id, self.master_epoch,
+                    sorted(members), self.tracker.local_epoch)
+            except RemoteError as exc:
+                log.warning("controller refused syncStateSet %s: %s", sorted(members), exc)
+                self.tracker.refused()
+                return
+            except MqctlError as exc:
+                log.warning("syncStateSet %s outcome unknown (%s); counting acks against the union until "
+                            "the controller shows what it committed", sorted(members), exc)
+                return
+            if self.apply_committed is not None:
+                self.apply_committed(answer["syncStateSet"], int(answer["newSyncStateSetEpoch"]))
+
+    async def _shrink_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.checkSyncStateSetPeriod / 1000)
+            try:
+                await self.check_shrink("periodic check")
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("syncStateSet check failed")
+
+    async def check_shrink(self, why: str) -> None:
+        if not self.active or self.tracker.synchronizing:
+            return
+        connected = [sid for sid, c in self.connections.items() if not c.closed]
+        new = self.tracker.shrink_candidate(self.clock.monotonic_ms(), connected,
+                                            self.config.haMaxTimeSlaveNotCatchup)
+        if new is not None:
+            await self.propose(new, why)
+
+    # ------------------------------------------------------------------ connections
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = str(writer.get_extra_info("peername"))
+        conn = SlaveConnection(reader, writer, peer, last_read_ms=self.clock.monotonic_ms())
+        if not self.active:
+            log.info("refusing replication connection from %s: this broker is not master", peer)
+            writer.close()
+            return
+        self._pending.add(conn)
+        conn.tasks = [asyncio.create_task(self._read_loop(conn)), asyncio.create_task(self._write_loop(conn)),
+                      asyncio.create_task(self._housekeeping(conn))]
+
+    async def _close(self, conn: SlaveConnection, reason: str) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        log.info("replication connection from slave %s (%s) closed: %s", conn.slave_id, conn.peer, reason)
+        conn.writer.close()
+        current = asyncio.current_task()
+        for task in conn.tasks:
+            if task is not current:
+                task.cancel()
+        self._pending.discard(conn)
+        if self.connections.get(conn.slave_id) is conn:
+            del self.connections[conn.slave_id]
+            if self.active and conn.slave_id in self.tracker.local:
+                asyncio.create_task(self.check_shrink(f"slave {conn.slave_id} disconnected"))
+
+    async def _read_loop(self, conn: SlaveConnection) -> None:
+        frames = SlaveFrameReader()
+        try:
+            while True:
+                data = await conn.reader.read(65536)
+                if not data:
+                    raise ConnectionError("closed by the slave")
+                conn.last_read_ms = self.clock.monotonic_ms()
+                for frame in frames.feed(data):
+                    if isinstance(frame, SlaveHandshake):
+                        await self._on_handshake(conn, frame)
+                    else:
+                        self._on_ack(conn, frame)
+        except (ProtocolError, ConnectionError, OSError) as exc:
+            await self._close(conn, str(exc) or type(exc).__name__)
+        except asyncio.CancelledError:
+            pass
+
+    async def _on_handshake(self, conn: SlaveConnection, hs: SlaveHandshake) -> None:
+        if conn.handshake.is_set():
+            raise ProtocolError("second handshake on one connection")
+        if hs.slave_broker_id == self.self_id:
+            raise ProtocolError("a broker cannot replicate from itself")
+        if not await self._is_registered(hs.slave_broker_id):
+            raise ProtocolError(f"broker id {hs.slave_broker_id} is not registered in {self.config.brokerName}")
+        old = self.connections.get(hs.slave_broker_id)
+        if old is not None:
+            await self._close(old, "replaced by a new connection from the same slave")
+        conn.slave_id, conn.learner, conn.sync_from_last_file = hs.slave_broker_id, hs.async_learner, hs.sync_from_last_file
+        self._pending.discard(conn)
+        self.connections[conn.slave_id] = conn
+        conn.handshake.set()
+        log.info("slave %d connected from %s (learner=%s)", conn.slave_id, conn.peer, conn.learner)
+
+    async def _is_registered(self, broker_id: int) -> bool:
+        try:
+            bs = await asyncio.to_thread(self.api.client.call, "GET", "/v1/controller/syncStateData",
+                                         params={"brokerName": [self.config.brokerName]})
+        except MqctlError as exc:
+            log.warning("cannot check slave id %d with the controller: %s", broker_id, exc)
+            return False
+        for entry in bs.data["brokers"]:
+            ids = {r["brokerId"] for r in entry["inSyncReplicas"] + entry["notInSyncReplicas"]}
+            return broker_id in ids
+        return False
+
+    def _on_ack(self, conn: SlaveConnection, ack: SlaveAck) -> None:
+        if not conn.handshake.is_set():
+            raise ProtocolError("ack before handshake")
+        check_ack(ack.max_offset, self.store.max_offset)
+        conn.ack_offset = ack.max_offset
+        if conn.request_offset is None:
+            conn.request_offset = ack.max_offset
+            conn.first_ack.set()
+        now = self.clock.monotonic_ms()
+        if not conn.learner and ack.max_offset >= conn.last_master_max and conn.last_transfer_ms:
+            self.tracker.record_caught_up(conn.slave_id, now if ack.max_offset >= self.store.max_offset
+                                          else conn.last_transfer_ms)
+        if not conn.learner and ack.max_offset >= self.store.max_offset:
+            self.tracker.record_caught_up(conn.slave_id, now)
+        self._maybe_expand(conn)
+        self.update_confirm()
+        self.release_waiters()
+
+    def _maybe_expand(self, conn: SlaveConnection) -> None:
+        if self.tracker.synchronizing:
+            return
+        last = self.store.epochs.last_entry()
+        new = self.tracker.expand_candidate(conn.slave_id, conn.ack_offset, self.store.confirm_offset,
+                                            last.start_offset if last else 0, conn.learner)
+        if new is not None:
+            asyncio.create_task(self.propose(new, f"slave {conn.slave_id} caught up"))
+
+    async def _housekeeping(self, conn: SlaveConnection) -> None:
+        limit = self.config.haHousekeepingInterval
+        try:
+            while not conn.closed:
+                await asyncio.sleep(min(limit, 1000) / 1000)
+                if self.clock.monotonic_ms() - conn.last_read_ms > limit:
+                    await self._close(conn, f"nothing heard for {limit} ms")
+                    return
+        except asyncio.CancelledError:
+            pass
+
+    async def _write_loop(self, conn: SlaveConnection) -> None:
+        try:
+            await conn.handshake.wait()
+            entries = self._epochs_snapshot()
+            hs = MasterHandshake(self.store.max_offset, self.store.epochs.last_epoch(),
+                                 tuple((e.epoch, e.start_offset) for e in entries))
+            conn.writer.write(hs.encode())
+            await conn.writer.drain()
+            await conn.first_ack.wait()
+            assert conn.request_offset is not None
+            conn.transfer_offset = transfer_start(conn.request_offset, self.store.min_offset, self.store.max_offset,
+                                                  self.config.mappedFileSizeCommitLog, conn.sync_from_last_file)
+            await self._stream(conn, entries)
+        except (ProtocolError, ConnectionError, OSError) as exc:
+            await self._close(conn, str(exc) or type(exc).__name__)
+        except asyncio.CancelledError:
+            pass
+
+    def _epochs_snapshot(self) -> list[EpochEntry]:
+        return self.store.epochs.entries()
+
+    async def _stream(self, conn: SlaveConnection, entries: list[EpochEntry]) -> None:
+        if not entries:
+            raise ProtocolError("the master has no epoch entries")
+        idx = epoch_index_for(entries, conn.transfer_offset)
+        await self._send(conn, entries[idx], b"")  # announce the epoch (it may hold no data)
+        heartbeat = self.config.haSendHeartbeatInterval / 1000
+        while not conn.closed:
+            entry = entries[idx]
+            end = entries[idx + 1].start_offset if idx + 1 < len(entries) else None
+            if end is not None and conn.transfer_offset >= end:
+                idx += 1
+                await self._send(conn, entries[idx], b"")
+                continue
+            conn.wakeup.clear()
+            chunk = self.store.commitlog.aligned_chunk(conn.transfer_offset, self.config.haTransferBatchSize, end)
+            if chunk:
+                conn.last_master_max = self.store.max_offset
+                conn.last_transfer_ms = self.clock.monotonic_ms()
+                await self._send(conn, entry, chunk)
+                continue
+            if conn.ack_offset >= self.store.max_offset and not conn.learner:
+                self.tracker.record_caught_up(conn.slave_id, self.clock.monotonic_ms())
+            try:
+                await asyncio.wait_for(conn.wakeup.wait(), heartbeat)
+                if self.store.max_offset <= conn.transfer_offset:
+                    await self._send(conn, entry, b"")  # confirmOffset moved: tell the slave now
+            except asyncio.TimeoutError:
+                await self._send(conn, entry, b"")
+
+    async def _send(self, conn: SlaveConnection, entry: EpochEntry, body: bytes) -> None:
+        frame = Transfer(conn.transfer_offset, entry.epoch, entry.start_offset, self.store.confirm_offset, body)
+        conn.writer.write(frame.encode())
+        conn.transfer_offset += len(body)
+        await conn.writer.drain()
+
+    def status(self) -> list[dict[str, object]]:
+        now = self.clock.monotonic_ms()
+        rows = []
+        for sid, conn in sorted(self.connections.items()):
+            caught = self.tracker.caught_up_ms.get(sid)
+            rows.append({"slaveId": sid, "slaveAddress": conn.peer, "ackOffset": conn.ack_offset,
+                         "lag": max(0, self.store.max_offset - max(conn.ack_offset, 0)),
+                         "inSync": sid in self.tracker.local, "asyncLearner": conn.learner,
+                         "lastCaughtUpAgoMs": None if caught is None else now - caught,
+                         "lastCaughtUpTimestamp": None if caught is None else int(time.time() * 1000) - (now - caught),
+                         "transferOffset": conn.transfer_offset})
+        return rows

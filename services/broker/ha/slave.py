@@ -1,0 +1,162 @@
+"""Slave side of replication: connect to the master, reconcile the log, append what it streams, ack.
+
+The sockets live here; the decisions (truncation point, frame checks) are in ``ha/protocol.py``.
+An unreconcilable log stops replication with an error (shown in runtimeInfo and the log), never a
+silent retry loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from services.broker.config import BrokerConfig
+from services.broker.ha.frames import MasterFrameReader, MasterHandshake, ProtocolError, SlaveAck, SlaveHandshake, Transfer
+from services.broker.ha.protocol import Unreconcilable, decide_truncation, slave_step
+from services.broker.store import MessageStore
+from services.common.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class HAClient:
+    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, self_id: int,
+                 master_address: str, io_lock: threading.Lock,
+                 wait_flushed: Callable[[int, int], Awaitable[bool]],
+                 on_truncated: Callable[[int], None]) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.self_id = self_id
+        self.master_address = master_address
+        self.io_lock = io_lock
+        self.wait_flushed = wait_flushed
+        self.on_truncated = on_truncated
+        self.error: str | None = None
+        self.state = "READY"
+        self.master_ha_address: str | None = None
+        self.last_read_ms = 0
+        self.last_write_ms = 0
+        self._task: asyncio.Task[None] | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="ha-client")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self._close()
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    async def _run(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self._session()
+            except Unreconcilable as exc:
+                self.error, self.state = str(exc), "STOPPED"
+                log.error("replication from %s stopped: %s", self.master_address, exc)
+                return
+            except (ProtocolError, ConnectionError, OSError, asyncio.TimeoutError, httpx.HTTPError, KeyError) as exc:
+                log.warning("replication from %s interrupted: %s; reconnecting", self.master_address,
+                            str(exc) or type(exc).__name__)
+            self._close()
+            delay = 0.2 if self.state == "TRANSFER" else min(delay * 2, 2.0)
+            self.state = "READY"
+            await asyncio.sleep(delay)
+
+    async def _master_ha_address(self) -> str:
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            response = await client.get(f"http://{self.master_address}/v1/broker/runtimeInfo")
+        return str(response.json()["data"]["haAddress"])
+
+    async def _session(self) -> None:
+        self.master_ha_address = await self._master_ha_address()
+        host, _, port = self.master_ha_address.rpartition(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3.0)
+        self._writer = writer
+        self.state = "HANDSHAKE"
+        hs = SlaveHandshake(self.self_id, self.config.syncFromLastFile, self.config.asyncLearner)
+        await self._write(hs.encode())
+        frames = MasterFrameReader()
+        pending: list[MasterHandshake | Transfer] = []
+        while not pending:
+            pending = frames.feed(await self._read(reader))
+        first = pending.pop(0)
+        if not isinstance(first, MasterHandshake):
+            raise ProtocolError("expected the master's handshake first")
+        await self._reconcile(first)
+        self.state = "TRANSFER"
+        await self._write(SlaveAck(self.store.max_offset).encode())
+        heartbeat = asyncio.create_task(self._heartbeats())
+        try:
+            while True:
+                if pending:
+                    await self._apply(pending)
+                pending = frames.feed(await self._read(reader))
+        finally:
+            heartbeat.cancel()
+
+    async def _reconcile(self, hs: MasterHandshake) -> None:
+        point = decide_truncation(self.store.epochs.entries(), self.store.min_offset, self.store.max_offset, hs)
+        if point < self.store.max_offset:
+            log.warning("truncating the local log from %d to %d to match the master", self.store.max_offset, point)
+            await asyncio.to_thread(self._truncate, point)
+            self.on_truncated(point)
+        self.store.epochs.truncate_suffix_by_offset(point)
+
+    def _truncate(self, point: int) -> None:
+        with self.io_lock:
+            self.store.truncate(point)
+
+    async def _apply(self, frames: list[MasterHandshake | Transfer]) -> None:
+        for frame in frames:
+            if not isinstance(frame, Transfer):
+                raise ProtocolError("unexpected handshake during transfer")
+            step = slave_step(frame, self.store.min_offset, self.store.max_offset, self.store.epochs.last_epoch())
+            if step.new_epoch is not None and not self.store.epochs.append(*step.new_epoch):
+                raise ProtocolError(f"cannot record epoch {step.new_epoch} after {self.store.epochs.entries()[-1:]}")
+            if step.append:
+                self.store.append_raw(frame.offset, step.append)
+            self.store.set_confirm_offset(step.confirm_offset)
+        if self.config.sync_flush:
+            await self.wait_flushed(self.store.max_offset, self.config.syncFlushTimeout)
+        await self._write(SlaveAck(self.store.max_offset).encode())
+
+    async def _read(self, reader: asyncio.StreamReader) -> bytes:
+        data = await asyncio.wait_for(reader.read(1 << 20), self.config.haHousekeepingInterval / 1000)
+        if not data:
+            raise ConnectionError("closed by the master")
+        self.last_read_ms = self.clock.now_ms()
+        return data
+
+    async def _write(self, data: bytes) -> None:
+        assert self._writer is not None
+        self._writer.write(data)
+        await self._writer.drain()
+        self.last_write_ms = self.clock.now_ms()
+
+    async def _heartbeats(self) -> None:
+        period = self.config.haSendHeartbeatInterval / 1000
+        while True:
+            await asyncio.sleep(period)
+            if self.clock.now_ms() - self.last_write_ms >= self.config.haSendHeartbeatInterval * 0.9:
+                await self._write(SlaveAck(self.store.max_offset).encode())
+
+    def status(self) -> dict[str, object]:
+        return {"masterAddress": self.master_address, "masterHaAddress": self.master_ha_address,
+                "state": self.state, "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset,
+                "lastReadTimestamp": self.last_read_ms or None, "lastWriteTimestamp": self.last_write_ms or None,
+                "error": self.error}

@@ -1,0 +1,91 @@
+"""Consume queues: 20-byte entries at 20 * queueOffset, truncation by physical offset, reload."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+from services.broker.consume_queue import ENTRY_SIZE, ConsumeQueue, ConsumeQueueStore, tags_code
+
+
+def test_entry_layout(tmp_path: Path) -> None:
+    store = ConsumeQueueStore(tmp_path / "cq")
+    store.load()
+    store.dispatch("TopicA", 2, 0, 1000, 120, "tagA")
+    store.dispatch("TopicA", 2, 1, 1120, 130, "")
+    store.flush()
+    raw = (tmp_path / "cq" / "TopicA" / "2").read_bytes()
+    assert ENTRY_SIZE == 20
+    assert raw == struct.pack(">qiq", 1000, 120, zlib.crc32(b"tagA")) + struct.pack(">qiq", 1120, 130, 0)
+    assert tags_code("") == 0
+    store.close()
+
+
+def test_get_count_and_last_end(tmp_path: Path) -> None:
+    store = ConsumeQueueStore(tmp_path / "cq")
+    store.load()
+    assert store.dispatched_end() == -1
+    store.dispatch("A", 0, 0, 0, 100, "")
+    store.dispatch("A", 0, 1, 100, 50, "")
+    store.dispatch("B", 1, 0, 150, 70, "t")
+    cq = store.queue("A", 0)
+    assert cq is not None and cq.count == 2
+    assert cq.get(0) == (0, 100, 0)
+    assert cq.get(1) == (100, 50, 0)
+    assert cq.get(2) is None and cq.get(-1) is None
+    assert cq.last_end() == 150
+    assert store.dispatched_end() == 220
+    assert store.queue("A", 3) is None
+    store.close()
+
+
+def test_reload(tmp_path: Path) -> None:
+    store = ConsumeQueueStore(tmp_path / "cq")
+    store.load()
+    for i in range(5):
+        store.dispatch("A", 1, i, i * 10, 10, "")
+    store.close()
+    again = ConsumeQueueStore(tmp_path / "cq")
+    again.load()
+    cq = again.queue("A", 1)
+    assert cq is not None and cq.count == 5 and cq.get(4) == (40, 10, 0)
+    again.close()
+
+
+def test_partial_trailing_entry_dropped_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "cq" / "A" / "0"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(struct.pack(">qiq", 0, 10, 0) + b"\x00" * 7)
+    cq = ConsumeQueue("A", 0, path)
+    cq.open()
+    assert cq.count == 1
+    assert path.stat().st_size == ENTRY_SIZE
+    cq.close()
+
+
+def test_truncate_by_phys(tmp_path: Path) -> None:
+    store = ConsumeQueueStore(tmp_path / "cq")
+    store.load()
+    for i in range(5):
+        store.dispatch("A", 0, i, i * 100, 100, "")
+    store.dispatch("B", 0, 0, 50, 50, "")
+    store.truncate(300)
+    a, b = store.queue("A", 0), store.queue("B", 0)
+    assert a is not None and b is not None
+    assert a.count == 3 and a.last_end() == 300
+    assert (tmp_path / "cq" / "A" / "0").stat().st_size == 3 * ENTRY_SIZE
+    assert b.count == 1
+    store.truncate(0)
+    assert a.count == 0 and b.count == 0
+    assert store.dispatched_end() == -1
+    store.close()
+
+
+def test_destroy(tmp_path: Path) -> None:
+    store = ConsumeQueueStore(tmp_path / "cq")
+    store.load()
+    store.dispatch("A", 0, 0, 0, 10, "")
+    store.destroy()
+    assert not (tmp_path / "cq").exists()
+    assert store.queues == {}
