@@ -88,3 +88,59 @@ def show_epochs(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
         for e in r["epochEntries"]:
             table.add_row(str(e["epoch"]), str(e["startOffset"]), str(e["endOffset"]))
         app.print(table)
+
+
+def _ms_text(ms: object) -> str:
+    if not isinstance(ms, int) or ms <= 0:
+        return "null"
+    import datetime
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def show_ha_status(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
+    if fmt == "json":
+        app.print_json({"brokers": rows})
+        return
+    if fmt == "mqadmin":
+        app.print_text("".join(_ha_mqadmin(r) for r in rows))
+        return
+    for r in rows:
+        if not r.get("reachable", True):
+            app.print(Text(f"{r['brokerAddr']}: unreachable — {r.get('error')}", style="red"))
+            continue
+        head = (f"{r['clusterName']}/{r['brokerName']} broker {r['brokerId']} ({r['brokerAddr']})  {r['role']}  "
+                f"masterEpoch={r['masterEpoch']}  maxOffset={r['maxOffset']}  confirmOffset={r['confirmOffset']}")
+        if r["role"] != "MASTER":
+            state = r.get("state", "-")
+            err = f"  ERROR: {r['error']}" if r.get("error") else ""
+            app.print(Text(f"{head}\n  replicating from {r.get('masterAddress')} ({state}){err}",
+                           style="red" if err else ""))
+            continue
+        table = Table(title=head + f"  syncStateSet={r.get('syncStateSet')}", title_justify="left")
+        for col in ("Slave", "Address", "Ack offset", "Lag (bytes)", "In sync", "Last caught up"):
+            table.add_column(col)
+        for s in r.get("slaves", []):
+            ago = s.get("lastCaughtUpAgoMs")
+            table.add_row(str(s["slaveId"]), s["slaveAddress"], str(s["ackOffset"]), str(s["lag"]),
+                          Text("yes", style="green") if s["inSync"] else Text("no", style="red"),
+                          "never" if ago is None else f"{ago / 1000:.1f}s ago")
+        app.print(table)
+
+
+def _ha_mqadmin(r: dict[str, Any]) -> str:
+    if not r.get("reachable", True):
+        return f"\n#BrokerAddr\t{r['brokerAddr']}\n#Error\t{r.get('error')}\n"
+    if r["role"] == "MASTER":
+        slaves = r.get("slaves", [])
+        text = (f"\n#MasterAddr\t{r['brokerAddr']}\n#MasterCommitLogMaxOffset\t{r['maxOffset']}\n"
+                f"#SlaveNum\t{len(slaves)}\n#InSyncSlaveNum\t{r.get('inSyncSlaveNums', 0)}\n")
+        text += "%-32s  %-16s %16s %16s %16s %16s\n" % ("#SlaveAddr", "#SlaveAckOffset", "#Diff",
+                                                         "#TransferSpeed(KB/s)", "#Status", "#TransferFromWhere")
+        for s in slaves:
+            text += "%-32s  %-16d %16d %16.2f %16s %16d\n" % (
+                s["slaveAddress"], s["ackOffset"], s["lag"], s["transferSpeedKBps"],
+                "OK" if s["inSync"] else "Fall Behind", s["transferFromWhere"])
+        return text
+    return (f"\n#MasterAddr\t{r.get('masterAddress')}\n#CommitLogMaxOffset\t{r['maxOffset']}\n"
+            f"#TransferSpeed(KB/s)\t{0.0:.2f}\n#LastReadTime\t{_ms_text(r.get('lastReadTimestamp'))}\n"
+            f"#LastWriteTime\t{_ms_text(r.get('lastWriteTimestamp'))}\n#MasterFlushOffset\t{r.get('confirmOffset')}\n")

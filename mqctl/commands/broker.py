@@ -211,4 +211,44 @@ def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, addres
             "confirmOffset": data["confirmOffset"], "reachable": True}
 
 
-COMMANDS = [start_broker, send_message, consume_message, get_broker_epoch]
+# ---------------------------------------------------------------------- haStatus
+@click.command("haStatus")
+@click.option("-b", "--brokerName", "broker_name", help="Every replica of this broker-set.")
+@click.option("-c", "--clusterName", "cluster_name", help="Every replica of every broker-set of this cluster.")
+@click.option("--brokerAddr", "broker_addr", help="Just this broker.")
+@click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
+@watch_options
+@format_option
+@pass_app
+def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broker_addr: str | None,
+              controller_address: str | None, interval: float | None, count: int | None, fmt: str) -> None:
+    """Show replication status: per slave the ack offset, lag, in-sync flag and last caught-up time.
+
+    \b
+    Examples:
+      mqctl haStatus -b broker-a
+      mqctl haStatus --brokerAddr 127.0.0.1:10911 --format mqadmin
+      mqctl haStatus -c DefaultCluster -i 1
+    """
+    with BrokerClient(app.timeout) as brokers:
+        def show() -> None:
+            addresses = [broker_addr] if broker_addr else _cluster_addresses(app, controller_address, broker_name,
+                                                                            cluster_name)
+            rows = []
+            for address in addresses:
+                try:
+                    rows.append({"reachable": True, **brokers.request(address, "GET", "/v1/broker/haStatus").data})
+                except MqctlError as exc:
+                    rows.append({"brokerAddr": address, "reachable": False, "error": str(exc)})
+            render_broker.show_ha_status(app, fmt, rows)
+        app.watch(show, interval, count)
+
+
+def _cluster_addresses(app: App, controller_address: str | None, broker_name: str | None,
+                       cluster_name: str | None) -> list[str]:
+    with app.controller(controller_address) as client:
+        return [addr for bs in broker_sets(client, broker_name, None if broker_name else cluster_name)
+                for _, addr in replica_addresses(bs)]
+
+
+COMMANDS = [start_broker, send_message, consume_message, get_broker_epoch, ha_status]

@@ -142,6 +142,10 @@ def create_app(broker: Broker) -> FastAPI:
     async def runtime_info() -> JSONResponse:
         return respond(ResponseCode.SUCCESS, None, b.runtime_info())
 
+    @app.get(f"{P}/haStatus")
+    async def ha_status() -> JSONResponse:
+        return respond(ResponseCode.SUCCESS, None, b.ha_status())
+
     @app.post(f"{P}/notifyRoleChanged")
     async def notify_role_changed(req: RoleChangedRequest) -> JSONResponse:
         await b.replicas.change_broker_role(req.model_dump())

@@ -109,6 +109,9 @@ class Broker:
             return PutOutcome("IN_SYNC_REPLICAS_NOT_ENOUGH",
                               remark=f"in-sync replicas not enough: {in_sync} in the SyncStateSet, "
                                      f"minInSyncReplicas is {self.config.minInSyncReplicas}")
+        unreachable = self.replication.quorum_unreachable()
+        if unreachable is not None:
+            return PutOutcome("IN_SYNC_REPLICAS_NOT_ENOUGH", remark=unreachable)
         now = self.clock.now_ms()
         results = [self.store.append(msg, now) for msg in messages]
         self.replication.on_appended()
@@ -139,6 +142,15 @@ class Broker:
                 "brokerId": self.replicas.broker_id, "brokerAddress": self.config.address,
                 "role": state.role.value, "masterEpoch": state.master_epoch, "epochEntries": rows,
                 "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset}
+
+    def ha_status(self) -> dict[str, Any]:
+        state = self.replicas.state
+        return {"clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName,
+                "brokerId": self.replicas.broker_id, "brokerAddr": self.config.address, "role": state.role.value,
+                "masterEpoch": state.master_epoch, "maxOffset": self.store.max_offset,
+                "confirmOffset": self.store.confirm_offset,
+                "flushedOffset": self.flush.flushed_offset if self.flush else None,
+                **{k: v for k, v in self.replication.status().items() if k != "role"}}
 
     def runtime_info(self) -> dict[str, Any]:
         state = self.replicas.state

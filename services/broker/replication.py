@@ -41,6 +41,8 @@ class Replication(Protocol):
 
     def status(self) -> dict[str, object]: ...
 
+    def quorum_unreachable(self) -> str | None: ...
+
 
 class LocalOnly:
     def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
@@ -63,6 +65,9 @@ class LocalOnly:
 
     def status(self) -> dict[str, object]:
         return {"role": self.state.role.value}
+
+    def quorum_unreachable(self) -> str | None:
+        return None
 
     async def start(self) -> None:
         return None
@@ -147,6 +152,9 @@ class AutoSwitchReplication:
 
     def on_controller_view(self, ss_epoch: int) -> None:
         self.ha.resolve_unknown_alter(ss_epoch)
+
+    def quorum_unreachable(self) -> str | None:
+        return self.ha.quorum_unreachable()
 
     def in_sync_replicas_nums(self) -> int:
         return self.ha.tracker.in_sync_nums() if self.ha.active else 0

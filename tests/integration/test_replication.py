@@ -3,6 +3,7 @@ is lost when the master is killed with SIGKILL mid-stream, and the replicas conv
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
-from tests.integration.conftest import poll
+from tests.integration.conftest import poll, run_cli
 from tests.integration.test_broker import FAST_BROKER, pull_all, runtime, sync_state, wait_role
 
 pytestmark = pytest.mark.integration
@@ -129,3 +130,60 @@ def test_failover_loses_no_acknowledged_message(controllers: ControllerCluster, 
               for n in group]
     assert epochs[0] == epochs[1] == epochs[2]
     assert [e for e, _ in epochs[0]] == [1, 2]
+
+
+def wipe_store_keep_identity(node: BrokerNode) -> None:
+    identity = (node.store_dir / "brokerIdentity").read_text()
+    import shutil
+    shutil.rmtree(node.store_dir)
+    node.store_dir.mkdir(parents=True)
+    (node.store_dir / "brokerIdentity").write_text(identity)
+
+
+def test_empty_slave_catches_up_and_sync_from_last_file(controllers: ControllerCluster,
+                                                        group: list[BrokerNode]) -> None:
+    poll(lambda: in_sync_ids(controllers) == [1, 2, 3], 40, "the SyncStateSet to grow to all three")
+    master, slave2, slave3 = group
+    with BrokerClient(10.0) as client:
+        for batch in range(8):  # ~800 KiB: the log spans several 256 KiB segments
+            msgs = [{"topic": "Big", "body": f"{batch}-{i}-" + "x" * 1000} for i in range(100)]
+            env = client.request(master.address, "POST", "/v1/broker/sendMessages", json={"messages": msgs})
+            assert env.data["status"] == "PUT_OK"
+    segment = 256 * 1024
+    assert runtime(master)["maxOffset"] > 3 * segment
+
+    # A slave restarted with an empty store (identity kept) replicates everything from offset 0.
+    slave3.kill()
+    wipe_store_keep_identity(slave3)
+    slave3.start()
+    info = wait_role(slave3, "SLAVE")
+    assert info["brokerId"] == 3
+    target = runtime(master)["maxOffset"]
+    poll(lambda: runtime(slave3)["maxOffset"] == target, 30, "the empty slave to catch up")
+    assert commitlog_bytes(slave3) == commitlog_bytes(master)[:target]
+    poll(lambda: in_sync_ids(controllers) == [1, 2, 3], 30, "slave 3 back in the SyncStateSet")
+    assert len(pull_all(slave3, "Big")) == 800
+
+    # With syncFromLastFile, an empty slave starts at the beginning of the master's last segment.
+    slave2.kill()
+    wipe_store_keep_identity(slave2)
+    conf = slave2.conf_file.read_text() + "syncFromLastFile=true\n"
+    slave2.conf_file.write_text(conf)
+    slave2.start()
+    wait_role(slave2, "SLAVE")
+    poll(lambda: runtime(slave2)["maxOffset"] == target, 30, "the last-file slave to catch up")
+    assert runtime(slave2)["minOffset"] == target - target % segment > 0
+    with BrokerClient(10.0) as client:
+        env = client.request(master.address, "POST", "/v1/broker/sendMessage", json={"topic": "Big", "body": "after"})
+        assert env.data["status"] == "PUT_OK"
+    new_target = runtime(master)["maxOffset"]
+    poll(lambda: all(runtime(n)["maxOffset"] == new_target for n in group), 30, "both slaves to follow")
+
+    status = run_cli("haStatus", "-a", controllers.addresses, "-b", "broker-a", "--format", "json")
+    assert status.returncode == 0, status.stderr
+    rows = {r["brokerId"]: r for r in json.loads(status.stdout)["brokers"]}
+    assert rows[1]["role"] == "MASTER" and {s["slaveId"] for s in rows[1]["slaves"]} == {2, 3}
+    assert rows[2]["role"] == "SLAVE" and rows[2]["state"] == "TRANSFER"
+    text = run_cli("haStatus", "-a", controllers.addresses, "--brokerAddr", master.address, "--format", "mqadmin")
+    assert text.stdout.startswith(f"\n#MasterAddr\t{master.address}\n#MasterCommitLogMaxOffset\t{new_target}\n"
+                                  "#SlaveNum\t2\n")

@@ -45,6 +45,8 @@ class SlaveConnection:
     last_master_max: int = 0
     last_transfer_ms: int = 0
     last_read_ms: int = 0
+    bytes_sent: int = 0
+    connected_ms: int = 0
     handshake: asyncio.Event = field(default_factory=asyncio.Event)
     first_ack: asyncio.Event = field(default_factory=asyncio.Event)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -94,6 +96,7 @@ class HAService:
         if self._shrink_task is None:
             self._shrink_task = asyncio.create_task(self._shrink_loop(), name="sync-state-set-check")
         self.update_confirm()
+        asyncio.create_task(self.check_total_replicas())
 
     async def become_inactive(self) -> None:
         self.active = False
@@ -119,11 +122,39 @@ class HAService:
         for conn in self.connections.values():
             conn.wakeup.set()
 
+    def auto_in_sync(self) -> int:
+        """The master plus every connected slave within haMaxGapNotInSync bytes (RIP-34's adaptive mode)."""
+        return 1 + sum(1 for c in self.connections.values()
+                       if not c.learner and c.ack_offset >= 0
+                       and self.store.max_offset - c.ack_offset <= self.config.haMaxGapNotInSync)
+
     def need(self) -> int:
-        auto_in_sync = 1 + sum(1 for c in self.connections.values()
-                               if not c.learner and self.store.max_offset - c.ack_offset <= self.config.haMaxGapNotInSync)
         return need_ack_nums(self.config.allAckInSyncStateSet, self.config.inSyncReplicas,
-                             self.config.enableAutoInSyncReplicas, self.config.minInSyncReplicas, auto_in_sync)
+                             self.config.enableAutoInSyncReplicas, self.config.minInSyncReplicas,
+                             self.auto_in_sync())
+
+    def quorum_unreachable(self) -> str | None:
+        """Why a write cannot possibly be acknowledged now (adaptive mode), or None."""
+        if not self.config.enableAutoInSyncReplicas or self.config.allAckInSyncStateSet:
+            return None
+        need, now = self.need(), self.auto_in_sync()
+        if need > now:
+            return f"in-sync replicas not enough: {need} acks needed, {now} replicas in sync"
+        return None
+
+    async def check_total_replicas(self) -> None:
+        try:
+            env = await asyncio.to_thread(self.api.client.call, "GET", "/v1/controller/syncStateData",
+                                          params={"brokerName": [self.config.brokerName]})
+        except MqctlError:
+            return
+        for entry in env.data["brokers"]:
+            count = len(entry["inSyncReplicas"]) + len(entry["notInSyncReplicas"])
+            if count > self.config.totalReplicas and self.config.totalReplicas > 1:
+                log.warning("broker-set %s has %d registered replicas but totalReplicas=%d; quorum settings "
+                            "(inSyncReplicas=%d, minInSyncReplicas=%d) may not mean what you intend",
+                            self.config.brokerName, count, self.config.totalReplicas, self.config.inSyncReplicas,
+                            self.config.minInSyncReplicas)
 
     def acks(self) -> dict[int, int]:
         return {sid: c.ack_offset for sid, c in self.connections.items() if not c.learner}
@@ -223,7 +254,8 @@ class HAService:
     # ------------------------------------------------------------------ connections
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = str(writer.get_extra_info("peername"))
-        conn = SlaveConnection(reader, writer, peer, last_read_ms=self.clock.monotonic_ms())
+        now = self.clock.monotonic_ms()
+        conn = SlaveConnection(reader, writer, peer, last_read_ms=now, connected_ms=now)
         if not self.active:
             log.info("refusing replication connection from %s: this broker is not master", peer)
             writer.close()
@@ -386,6 +418,7 @@ class HAService:
         frame = Transfer(conn.transfer_offset, entry.epoch, entry.start_offset, self.store.confirm_offset, body)
         conn.writer.write(frame.encode())
         conn.transfer_offset += len(body)
+        conn.bytes_sent += len(body)
         await conn.writer.drain()
 
     def status(self) -> list[dict[str, object]]:
@@ -398,5 +431,7 @@ class HAService:
                          "inSync": sid in self.tracker.local, "asyncLearner": conn.learner,
                          "lastCaughtUpAgoMs": None if caught is None else now - caught,
                          "lastCaughtUpTimestamp": None if caught is None else int(time.time() * 1000) - (now - caught),
-                         "transferOffset": conn.transfer_offset})
+                         "transferOffset": conn.transfer_offset,
+                         "transferSpeedKBps": conn.bytes_sent / 1024 / max(0.001, (now - conn.connected_ms) / 1000),
+                         "transferFromWhere": conn.request_offset if conn.request_offset is not None else -1})
         return rows
