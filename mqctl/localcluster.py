@@ -272,14 +272,19 @@ class LocalCluster:
         for nodes in self.brokers.values():
             nodes[0].start()  # the first broker of each group becomes its first master
         for name in self.brokers:
-            wait_until(lambda n=name: self.sync_state(n).get("masterBrokerId") is not None, timeout,
-                       f"{name} to elect a master")
+            wait_until(self._has_master(name), timeout, f"{name} to elect a master")
         for nodes in self.brokers.values():
             for node in nodes[1:]:
                 node.start()
         for name, nodes in self.brokers.items():
-            wait_until(lambda n=name, k=len(nodes): len(self.sync_state(n).get("inSyncReplicas", [])) == k,
-                       timeout, f"{name}'s SyncStateSet to hold all {len(nodes)} replicas")
+            wait_until(self._set_full(name, len(nodes)), timeout,
+                       f"{name}'s SyncStateSet to hold all {len(nodes)} replicas")
+
+    def _has_master(self, name: str) -> Callable[[], bool]:
+        return lambda: self.sync_state(name).get("masterBrokerId") is not None
+
+    def _set_full(self, name: str, size: int) -> Callable[[], bool]:
+        return lambda: len(self.sync_state(name).get("inSyncReplicas", [])) == size
 
     def sync_state(self, broker_name: str) -> dict[str, Any]:
         assert self.controller_cluster is not None

@@ -49,7 +49,8 @@ def confirm_offset(all_ack: bool, acks: Mapping[int, int], members: Iterable[int
     if not all_ack:
         return master_max
     others = [m for m in members if m != self_id]
-    if any(m not in set(connected) for m in others):
+    live = set(connected)
+    if any(m not in live for m in others):
         return None
     acked = [acks[m] for m in others if acks.get(m, 0) > 0]
     return min([master_max, *acked])

@@ -226,7 +226,7 @@ class MessageStore:
             return GetResult(status, max(0, min(queue_offset, max_q)), 0, max_q, [])
         if queue_offset == max_q:
             return GetResult("NO_NEW_MSG", queue_offset, 0, max_q, [])
-        records = []
+        records: list[MessageRecord] = []
         offset = queue_offset
         while offset < max_q and len(records) < max_nums:
             entry = cq.get(offset)
@@ -239,9 +239,9 @@ class MessageStore:
 
     def topics(self) -> list[dict[str, object]]:
         names = sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues})
-        result = []
+        result: list[dict[str, object]] = []
         for topic in names:
-            queue_rows = []
+            queue_rows: list[dict[str, object]] = []
             for qid in range(self.queue_nums):
                 cq = self.queues.queue(topic, qid)
                 queue_rows.append({"queueId": qid, "minOffset": 0, "maxOffset": cq.count if cq else 0,

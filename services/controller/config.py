@@ -50,10 +50,10 @@ class ControllerConfig:
     scanNotActiveBrokerInterval: int = 5000
     electMasterMaxRetryCount: int = 3
     controllerRequestTimeoutMillis: int = 5000
-    raftElectionTimeoutMinMillis: int = 600
-    raftElectionTimeoutMaxMillis: int = 1200
+    raftElectionTimeoutMinMillis: int = 1000
+    raftElectionTimeoutMaxMillis: int = 2000
     raftHeartbeatIntervalMillis: int = 100
-    raftLeaderFallbackTimeoutMillis: int = 500
+    raftLeaderFallbackTimeoutMillis: int = 1000
     raftLogCompactionMinEntries: int = 5000
     raftLogCompactionMinTimeSecs: int = 300
     logLevel: str = "INFO"

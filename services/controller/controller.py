@@ -134,8 +134,6 @@ class ControllerManager:
     def leader_peer(self) -> Peer | None:
         if self.raft is None:
             return None
-        if not self.raft.is_leader() and not self.raft.status().get("hasQuorum"):
-            return None  # cut off from the others: the leader we last heard of may be gone
         raft_addr = self.raft.leader_address()
         return next((p for p in self.peers if p.raft_address == raft_addr), None)
 
@@ -145,7 +143,7 @@ class ControllerManager:
         address = leader.address if leader is not None and leader.id != me.id else None
         return ControllerResult(code=int(ResponseCode.CONTROLLER_NOT_LEADER),
                                 remark="The controller is not in leader state",
-                                data={"controllerLeaderId": leader.id if address else None,
+                                data={"controllerLeaderId": leader.id if leader is not None and address else None,
                                       "controllerLeaderAddress": address})
 
     def metadata(self) -> dict[str, Any]:
@@ -194,6 +192,10 @@ class ControllerManager:
         assert self.raft is not None
         return self.raft.read(command)
 
+    def read_barrier_timeout_s(self) -> float:
+        """A leader cut off from the majority cannot commit the barrier: reads fail after this long."""
+        return min(self.config.controllerRequestTimeoutMillis, self.config.raftLeaderFallbackTimeoutMillis + 500) / 1000
+
     async def _read_barrier(self) -> None:
         assert self.raft is not None and self._barrier_lock is not None
         arrival = self._barrier_started
@@ -202,7 +204,7 @@ class ControllerManager:
                 return  # a barrier that began after this read arrived has committed
             self._barrier_started += 1
             generation = self._barrier_started
-            await self.raft.barrier(timeout_s=self.config.controllerRequestTimeoutMillis / 1000)
+            await self.raft.barrier(timeout_s=self.read_barrier_timeout_s())
             self._barrier_done = generation
 
     async def write(self, command: Command, request_id: str | None = None) -> ControllerResult:

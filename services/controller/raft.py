@@ -68,7 +68,7 @@ class _ControllerSyncObj(SyncObj):  # type: ignore[misc]
         super().__init__(settings.self_address, settings.peer_addresses, conf)
         self.manager = ReplicasInfoManager()
 
-    @replicated  # type: ignore[misc]
+    @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, entry: str) -> dict[str, Any]:
         with self._lock:
             try:

@@ -145,6 +145,7 @@ class MasterFrameReader:
             state, body_size = struct.unpack_from(">ii", self._buf, 0)
             if body_size < 0 or body_size > MAX_BODY:
                 raise ProtocolError(f"bad body size {body_size}")
+            frame: MasterHandshake | Transfer | None
             if state == HANDSHAKE:
                 frame = self._handshake(body_size)
             elif state == TRANSFER:
@@ -157,11 +158,11 @@ class MasterFrameReader:
         return frames
 
     def _handshake(self, body_size: int) -> MasterHandshake | None:
+        if body_size % EPOCH_ENTRY.size or body_size // EPOCH_ENTRY.size > MAX_EPOCH_ENTRIES:
+            raise ProtocolError(f"bad handshake body size {body_size}")
         total = MASTER_HANDSHAKE.size + body_size
         if len(self._buf) < total:
             return None
-        if body_size % EPOCH_ENTRY.size or body_size // EPOCH_ENTRY.size > MAX_EPOCH_ENTRIES:
-            raise ProtocolError(f"bad handshake body size {body_size}")
         _, _, max_offset, last_epoch = MASTER_HANDSHAKE.unpack_from(self._buf, 0)
         entries = tuple(EPOCH_ENTRY.unpack_from(self._buf, MASTER_HANDSHAKE.size + i * EPOCH_ENTRY.size)
                         for i in range(body_size // EPOCH_ENTRY.size))

@@ -59,7 +59,10 @@ def decide_truncation(local: list[EpochEntry], local_min: int, local_max: int,
     if point < master.entries[0][1]:
         raise Unreconcilable(f"the consistent point {point} is below the master's oldest data "
                              f"({master.entries[0][1]}). {WAY_OUT}")
-    return point
+    if point < local_min:
+        raise Unreconcilable(f"the consistent point {point} is below this replica's oldest data ({local_min}). "
+                             f"{WAY_OUT}")
+    return min(point, local_max)
 
 
 # ---------------------------------------------------------------------- slave side: frame checks

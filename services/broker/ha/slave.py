@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
+from services.broker.commitlog import CommitLogError
 from services.broker.config import BrokerConfig
 from services.broker.ha.frames import MasterFrameReader, MasterHandshake, ProtocolError, SlaveAck, SlaveHandshake, Transfer
 from services.broker.ha.protocol import Unreconcilable, decide_truncation, slave_step
@@ -69,9 +70,16 @@ class HAClient:
                 self.error, self.state = str(exc), "STOPPED"
                 log.error("replication from %s stopped: %s", self.master_address, exc)
                 return
+            except CommitLogError as exc:
+                self.error, self.state = f"local commitlog error: {exc}", "STOPPED"
+                log.error("replication from %s stopped: %s", self.master_address, self.error)
+                return
             except (ProtocolError, ConnectionError, OSError, asyncio.TimeoutError, httpx.HTTPError, KeyError) as exc:
                 log.warning("replication from %s interrupted: %s; reconnecting", self.master_address,
                             str(exc) or type(exc).__name__)
+            except Exception as exc:  # never let the replication task die silently
+                self.error = f"unexpected {type(exc).__name__}: {exc}"
+                log.exception("replication from %s failed unexpectedly; retrying", self.master_address)
             self._close()
             delay = 0.2 if self.state == "TRANSFER" else min(delay * 2, 2.0)
             self.state = "READY"
