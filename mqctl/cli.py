@@ -98,9 +98,9 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 
 
 def _register_commands() -> None:
-    from mqctl.commands import broker, controller, quickstart
+    from mqctl.commands import broker, cluster, controller, quickstart
 
-    for module in (controller, broker, quickstart):
+    for module in (controller, broker, cluster, quickstart):
         for command in module.COMMANDS:
             cli.add_command(command)
 

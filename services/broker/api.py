@@ -15,6 +15,7 @@ from services.broker.commitlog import MessageRecord
 from services.broker.store import Message
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
+from services.common.metrics import mount_metrics
 
 #: Envelope code for each put status (RocketMQ's response codes).
 PUT_CODES = {
@@ -150,6 +151,8 @@ def create_app(broker: Broker) -> FastAPI:
     async def notify_role_changed(req: RoleChangedRequest) -> JSONResponse:
         await b.replicas.change_broker_role(req.model_dump())
         return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})
+
+    mount_metrics(app, b.metrics.registry)
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

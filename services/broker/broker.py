@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from services.broker.config import BrokerConfig
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.flush import FlushService
+from services.broker.metrics import BrokerMetrics
 from services.broker.replicas_manager import ReplicasManager, Role, RoleState
 from services.broker.replication import AutoSwitchReplication, Replication
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
@@ -43,6 +45,8 @@ class Broker:
         self.replication: Replication = AutoSwitchReplication(
             config, self.store, self.api, self.clock, self.io_lock, lambda: self.flush, lambda: self.replicas)
         self.put_counts: dict[str, int] = {}
+        self.metrics = BrokerMetrics()
+        self.metrics.attach(self)
 
     # ------------------------------------------------------------------ lifecycle
     def open_store(self) -> None:
@@ -87,8 +91,12 @@ class Broker:
 
     # ------------------------------------------------------------------ the put path
     async def put(self, messages: list[Message]) -> PutOutcome:
+        started = time.perf_counter()
         outcome = await self._put(messages)
         self.put_counts[outcome.status] = self.put_counts.get(outcome.status, 0) + 1
+        self.metrics.put_latency.observe(time.perf_counter() - started)
+        self.metrics.put_status.labels(outcome.status).inc()
+        self.metrics.put_messages.labels(outcome.status).inc(len(messages))
         return outcome
 
     async def _put(self, messages: list[Message]) -> PutOutcome:

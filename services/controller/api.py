@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
+from services.common.metrics import mount_metrics
 from services.common.errors import ConfigError
 from services.controller.config import BLACK_LIST, FIELD_NAMES, RUNTIME_UPDATABLE, config_from_properties
 from services.controller.controller import ControllerManager
+from services.controller.metrics import controller_registry
 from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, MAX_PRIORITY, Heartbeat
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
 
@@ -185,6 +187,8 @@ def create_app(manager: ControllerManager) -> FastAPI:
         except ConfigError as exc:
             return respond(ResponseCode.INVALID_PARAMETER, exc.remark)
         return respond(ResponseCode.SUCCESS, None, {"config": m.config.as_properties()})
+
+    mount_metrics(app, controller_registry(manager))
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
@@ -178,6 +179,19 @@ def test_empty_slave_catches_up_and_sync_from_last_file(controllers: ControllerC
         assert env.data["status"] == "PUT_OK"
     new_target = runtime(master)["maxOffset"]
     poll(lambda: all(runtime(n)["maxOffset"] == new_target for n in group), 30, "both slaves to follow")
+
+    metrics = httpx.get(f"http://{master.address}/metrics").text
+    assert 'mqctl_broker_role{role="master"} 1.0' in metrics
+    assert 'mqctl_broker_slave_lag_bytes{slave_id="2"}' in metrics
+    assert 'mqctl_broker_put_requests_total{status="PUT_OK"}' in metrics
+    assert "mqctl_broker_put_latency_seconds_bucket" in metrics
+    assert f"mqctl_broker_confirm_offset {float(new_target)}" in metrics
+    leader = next(n for n in controllers.nodes if httpx.get(f"http://{n.address}/v1/controller/metadata")
+                  .json()["data"]["isLeader"])
+    cmetrics = httpx.get(f"http://{leader.address}/metrics").text
+    assert 'mqctl_controller_raft_role{role="leader"} 1.0' in cmetrics
+    assert 'mqctl_controller_elections_total{reason="INITIAL"} 1.0' in cmetrics
+    assert 'mqctl_controller_broker_alive{broker="broker-a",broker_id="3",cluster="DefaultCluster"} 1.0' in cmetrics
 
     status = run_cli("haStatus", "-a", controllers.addresses, "-b", "broker-a", "--format", "json")
     assert status.returncode == 0, status.stderr
