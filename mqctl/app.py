@@ -9,15 +9,22 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console
+import httpx
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
 from rich.markup import escape
 
+from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient, parse_addresses
 
 FORMATS = ("table", "mqadmin", "json")
 
 
 class App:
+    #: Tests replace this with an ``httpx.MockTransport`` so commands run without a network.
+    transport: httpx.BaseTransport | None = None
+
     def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
         self.out = out or Console(highlight=False, soft_wrap=True)
         self.err = err or Console(stderr=True, highlight=False, soft_wrap=True)
@@ -48,25 +55,53 @@ class App:
 
     # ------------------------------------------------------------------ clients
     def controller(self, addresses: str | None) -> ControllerClient:
-        return ControllerClient(parse_addresses(addresses), timeout=self.timeout)
+        return ControllerClient(parse_addresses(addresses), timeout=self.timeout, transport=self.transport)
+
+    def brokers(self) -> BrokerClient:
+        return BrokerClient(self.timeout, transport=self.transport)
 
     # ------------------------------------------------------------------ watch mode
-    def watch(self, show: Callable[[], None], interval: float | None, count: int | None) -> None:
-        """Run ``show`` once, or every ``interval`` seconds (``count`` times if given) until Ctrl-C."""
+    def watch(self, show: Callable[[], None], interval: float | None, count: int | None,
+              in_place: bool = True) -> None:
+        """Run ``show`` once, or every ``interval`` seconds (``count`` times if given) until Ctrl-C.
+
+        On a terminal, table output refreshes in place (rich Live); otherwise (pipes, mqadmin and json
+        formats) each refresh is printed after the previous one, as mqadmin does."""
         if interval is None and count is None:
             show()
             return
         period = interval if interval is not None else 3.0
-        done = 0
         try:
+            if in_place and self.out.is_terminal:
+                self._watch_live(show, period, count)
+            else:
+                self._watch_append(show, period, count)
+        except KeyboardInterrupt:
+            return
+
+    def _watch_append(self, show: Callable[[], None], period: float, count: int | None) -> None:
+        done = 0
+        while True:
+            show()
+            done += 1
+            if count is not None and done >= count:
+                return
+            time.sleep(period)
+
+    def _watch_live(self, show: Callable[[], None], period: float, count: int | None) -> None:
+        done = 0
+        with Live(console=self.out, auto_refresh=False, transient=False) as live:
             while True:
-                show()
+                with self.out.capture() as captured:
+                    show()
+                stamp = time.strftime("%H:%M:%S")
+                live.update(Group(Text.from_ansi(captured.get()),
+                                  Text(f"refreshed {stamp}, every {period:g}s; Ctrl-C to stop", style="dim")),
+                            refresh=True)
                 done += 1
                 if count is not None and done >= count:
                     return
                 time.sleep(period)
-        except KeyboardInterrupt:
-            return
 
 
 pass_app = click.make_pass_decorator(App, ensure=True)

@@ -43,6 +43,22 @@ class AliasedGroup(click.Group):
         name, command, rest = super().resolve_command(ctx, args)
         return (command.name if command else name), command, rest
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Map every error to one line on stderr and a stable exit code (here, so tests see it too)."""
+        try:
+            return super().invoke(ctx)
+        except MqctlError as exc:
+            _report(exc)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # the last line of defence: one line, no traceback unless asked
+            _report(exc)
+            ctx.exit(1)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
         for name in self.list_commands(ctx):
@@ -82,7 +98,13 @@ def cli(ctx: click.Context, timeout: float) -> None:
 @click.argument("command", required=False)
 @click.pass_context
 def help_command(ctx: click.Context, command: str | None) -> None:
-    """Show help for a command: mqctl help getSyncStateSet."""
+    """Show help for a command.
+
+    \b
+    Examples:
+      mqctl help
+      mqctl help getSyncStateSet
+    """
     root = ctx.parent
     assert root is not None
     if command is None:
@@ -95,6 +117,24 @@ def help_command(ctx: click.Context, command: str | None) -> None:
         raise click.UsageError(f"The sub command {command} not exist.", ctx)
     with click.Context(target, info_name=target.name, parent=root) as sub:
         click.echo(target.get_help(sub))
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    Examples:
+      eval "$(mqctl completion bash)"              # in ~/.bashrc
+      mqctl completion zsh > ~/.zfunc/_mqctl
+      mqctl completion fish > ~/.config/fish/completions/mqctl.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(cli, {}, "mqctl", "_MQCTL_COMPLETE").source())
 
 
 def _register_commands() -> None:
@@ -111,31 +151,18 @@ _register_commands()
 def main(argv: Sequence[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        return cli.main(args=args, prog_name="mqctl", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(130)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except MqctlError as exc:
-        _fail(exc, exc.exit_code)
+        return cli.main(args=args, prog_name="mqctl")
     except KeyboardInterrupt:
         sys.exit(130)
-    except Exception as exc:  # the last line of defence: one line, no traceback unless asked
-        _fail(exc, 1)
 
 
-def _fail(exc: BaseException, code: int) -> None:
+def _report(exc: BaseException) -> None:
     if os.environ.get("MQCTL_DEBUG"):
         traceback.print_exc()
     message = str(exc) if isinstance(exc, RemoteError) else getattr(exc, "remark", None) or str(exc)
     if not isinstance(exc, MqctlError):
         message = f"unexpected {type(exc).__name__}: {message} (set MQCTL_DEBUG=1 for a traceback)"
     App().err.print(f"[red]Error:[/red] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
-    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ def send_message(app: App, topic: str, body: str, keys: str, tags: str, queue_id
     """
     address = broker_addr or _find_master(app, controller_address, broker_name, cluster_name)
     results = []
-    with BrokerClient(app.timeout) as brokers:
+    with app.brokers() as brokers:
         for i in range(count):
             text = body if count == 1 else f"{body} #{i}"
             payload = {"topic": topic, "body": text, "keys": keys, "tags": tags, "queueId": queue_id}
@@ -146,7 +146,7 @@ def consume_message(app: App, topic: str, queue_id: int | None, offset: int, cou
     """
     address = broker_addr or _find_master(app, controller_address, broker_name, cluster_name)
     messages: list[dict[str, Any]] = []
-    with BrokerClient(app.timeout) as brokers:
+    with app.brokers() as brokers:
         queues = [queue_id] if queue_id is not None else _queue_ids(brokers, address, topic)
         for qid in queues:
             next_offset = offset
@@ -189,14 +189,14 @@ def get_broker_epoch(app: App, broker_name: str | None, cluster_name: str | None
       mqctl getBrokerEpoch -b broker-a
       mqctl getBrokerEpoch -c DefaultCluster --format mqadmin
     """
-    with app.controller(_controller_addr(controller_address, namesrv)) as client, BrokerClient(app.timeout) as brokers:
+    with app.controller(_controller_addr(controller_address, namesrv)) as client, app.brokers() as brokers:
         def show() -> None:
             rows = []
             for bs in broker_sets(client, broker_name, None if broker_name else cluster_name):
                 for broker_id, address in replica_addresses(bs):
                     rows.append(_epoch_row(brokers, bs, broker_id, address))
             render_broker.show_epochs(app, fmt, rows)
-        app.watch(show, interval, count)
+        app.watch(show, interval, count, in_place=fmt == "table")
 
 
 def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, address: str) -> dict[str, Any]:
@@ -230,7 +230,7 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
       mqctl haStatus --brokerAddr 127.0.0.1:10911 --format mqadmin
       mqctl haStatus -c DefaultCluster -i 1
     """
-    with BrokerClient(app.timeout) as brokers:
+    with app.brokers() as brokers:
         def show() -> None:
             addresses = [broker_addr] if broker_addr else _cluster_addresses(app, controller_address, broker_name,
                                                                             cluster_name)
@@ -241,7 +241,7 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
                 except MqctlError as exc:
                     rows.append({"brokerAddr": address, "reachable": False, "error": str(exc)})
             render_broker.show_ha_status(app, fmt, rows)
-        app.watch(show, interval, count)
+        app.watch(show, interval, count, in_place=fmt == "table")
 
 
 def _cluster_addresses(app: App, controller_address: str | None, broker_name: str | None,

@@ -138,7 +138,7 @@ def get_sync_state_set(app: App, controller_address: str | None, broker_names: t
                 raise UsageError(f"broker-set {', '.join(missing)} is not known to the controller")
             if not brokers:
                 raise UsageError(f"cluster {cluster_name} has no broker-set registered in the controller")
-        app.watch(show, interval, count)
+        app.watch(show, interval, count, in_place=fmt == "table")
 
 
 # ---------------------------------------------------------------------- electMaster

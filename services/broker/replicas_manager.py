@@ -27,6 +27,7 @@ from services.broker.store import MessageStore
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.errors import ConfigError, MqctlError, RemoteError
+from services.common.logsetup import CONTEXT
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,7 @@ class ReplicasManager:
                 continue
             self.broker_id = self.registrar.broker_id
             self.registered = True
+            CONTEXT["id"] = self.broker_id
             log.info("registered with the controller as %s/%s broker id %s", self.config.brokerClusterName,
                      self.config.brokerName, self.broker_id)
             return answer
@@ -222,6 +224,7 @@ class ReplicasManager:
             epochs.append(epoch, self.store.max_offset)
         self.state = RoleState(Role.MASTER, epoch, self.broker_id, self.config.address,
                                members or frozenset({self.broker_id or 0}), ss_epoch)
+        CONTEXT.update(role="MASTER", epoch=epoch)
         log.info("now MASTER of %s at masterEpoch %d (syncStateSet %s, epoch %d)", self.config.brokerName,
                  epoch, sorted(self.state.sync_state_set), ss_epoch)
         if self.listener is not None:
@@ -229,6 +232,7 @@ class ReplicasManager:
 
     async def change_to_slave(self, master_address: str, epoch: int, master_id: int) -> None:
         self.state = RoleState(Role.SLAVE, epoch, master_id, master_address)
+        CONTEXT.update(role="SLAVE", epoch=epoch)
         log.info("now SLAVE of broker %d (%s) at masterEpoch %d", master_id, master_address, epoch)
         if self.listener is not None:
             await self.listener.on_slave(self.state)

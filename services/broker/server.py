@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import logging.handlers
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +14,8 @@ from services.broker.api import create_app
 from services.broker.broker import Broker
 from services.broker.config import BrokerConfig, config_from_properties
 from services.common.errors import ConfigError
+from services.common.logsetup import CONTEXT
+from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
 from services.controller.server import check_port_free
 
@@ -33,22 +33,8 @@ def build_config(config_file: str | None, overrides: dict[str, str],
 
 
 def setup_logging(config: BrokerConfig) -> Path:
-    log_dir = config.store_dir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / "broker.log"
-    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s")
-    root = logging.getLogger()
-    root.handlers.clear()
-    file_handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=50 * 2**20, backupCount=5)
-    file_handler.setFormatter(fmt)
-    stderr_handler = logging.StreamHandler(sys.stderr)
-    stderr_handler.setFormatter(fmt)
-    root.addHandler(file_handler)
-    root.addHandler(stderr_handler)
-    root.setLevel(config.logLevel.upper())
-    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    return log_file
+    CONTEXT.update(broker=config.brokerName, id=None, role="FENCED", epoch=None)
+    return _setup_logging(config.store_dir / "logs" / "broker.log", config.logLevel)
 
 
 def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:

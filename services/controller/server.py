@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import logging.handlers
 import socket
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,6 +12,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.common.errors import ConfigError
+from services.common.logsetup import CONTEXT
+from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
 from services.controller.api import create_app
 from services.controller.config import ControllerConfig, config_from_properties
@@ -39,21 +39,8 @@ def build_config(config_file: str | None, overrides: dict[str, str],
 
 
 def setup_logging(config: ControllerConfig) -> Path:
-    log_dir = config.store_dir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / "controller.log"
-    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s")
-    root = logging.getLogger()
-    root.handlers.clear()
-    file_handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=50 * 2**20, backupCount=5)
-    file_handler.setFormatter(fmt)
-    stderr_handler = logging.StreamHandler(sys.stderr)
-    stderr_handler.setFormatter(fmt)
-    root.addHandler(file_handler)
-    root.addHandler(stderr_handler)
-    root.setLevel(config.logLevel.upper())
-    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    return log_file
+    CONTEXT["node"] = config.controllerDLegerSelfId
+    return _setup_logging(config.store_dir / "logs" / "controller.log", config.logLevel)
 
 
 def check_port_free(host: str, port: int, what: str) -> None:

@@ -154,11 +154,12 @@ def test_empty_slave_catches_up_and_sync_from_last_file(controllers: ControllerC
     assert runtime(master)["maxOffset"] > 3 * segment
 
     # A slave restarted with an empty store (identity kept) replicates everything from offset 0.
+    slave3_id = runtime(slave3)["brokerId"]
     slave3.kill()
     wipe_store_keep_identity(slave3)
     slave3.start()
     info = wait_role(slave3, "SLAVE")
-    assert info["brokerId"] == 3
+    assert info["brokerId"] == slave3_id
     target = runtime(master)["maxOffset"]
     poll(lambda: runtime(slave3)["maxOffset"] == target, 30, "the empty slave to catch up")
     assert commitlog_bytes(slave3) == commitlog_bytes(master)[:target]
