@@ -14,6 +14,7 @@ from services.broker.api import create_app
 from services.broker.broker import Broker
 from services.broker.config import BrokerConfig, config_from_properties
 from services.common.errors import ConfigError
+from services.common.httpserver import GracefulServer
 from services.common.logsetup import CONTEXT
 from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
@@ -49,7 +50,7 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
              config.brokerClusterName, config.brokerName, config.address, config.ha_address, config.store_dir,
              config.controllerAddr, log_file)
     fatal: list[str] = []
-    server: uvicorn.Server | None = None
+    server: GracefulServer | None = None
 
     def on_fatal(message: str) -> None:
         fatal.append(message)
@@ -68,7 +69,7 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
 
     app = create_app(broker)
     app.router.lifespan_context = lifespan
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=config.listenPort, log_config=None,
+    server = GracefulServer(uvicorn.Config(app, host=host, port=config.listenPort, log_config=None,
                                            access_log=False, lifespan="on", timeout_graceful_shutdown=3))
     server.run()
     log.info("broker %s stopped", config.brokerName)

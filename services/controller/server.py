@@ -12,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.common.errors import ConfigError
+from services.common.httpserver import GracefulServer
 from services.common.logsetup import CONTEXT
 from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
@@ -91,7 +92,7 @@ def run(config: ControllerConfig) -> None:
 
     app = create_app(manager)
     app.router.lifespan_context = lifespan
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=me.port, log_config=None,
+    server = GracefulServer(uvicorn.Config(app, host=host, port=me.port, log_config=None,
                                            access_log=False, lifespan="on", timeout_graceful_shutdown=3))
     try:
         server.run()

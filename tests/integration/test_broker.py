@@ -148,3 +148,13 @@ def test_sigkill_at_each_registration_step_ends_with_one_agreed_id(controllers: 
     ids = [r["brokerId"] for r in bs["inSyncReplicas"] + bs["notInSyncReplicas"]]
     assert ids == [1]
     assert bs["inSyncReplicas"][0]["brokerAddress"] == node.address
+
+
+def test_sigterm_stops_a_broker_cleanly(controllers: ControllerCluster, brokers: list, tmp_path: Path) -> None:
+    node = make_broker(tmp_path, "broker-t", 1, controllers.addresses, **FAST_BROKER)
+    brokers.append(node)
+    node.start()
+    wait_role(node, "MASTER")
+    node.stop()
+    assert node.process is not None and node.process.returncode == 0
+    assert "broker broker-t stopped" in node.log_file.read_text()

@@ -253,3 +253,36 @@ def test_cli_errors_are_one_line_with_stable_exit_codes(controllers: ControllerC
     assert env_addr.returncode == 0 and json.loads(env_addr.stdout)["leaderId"]
     refused = run_cli("electMaster", "-a", controllers.addresses, "-c", CLUSTER, "-bn", "ghost", "-b", "1")
     assert refused.returncode == 4 and "CONTROLLER_BROKER_NEED_TO_BE_REGISTERED" in refused.stderr
+
+
+def test_leader_cut_off_from_majority_stops_serving_quickly(controllers: ControllerCluster) -> None:
+    import signal
+    import time
+
+    leader = controllers.leader()
+    followers = [n for n in controllers.nodes if n is not leader]
+    with controllers.client() as client:
+        register_broker(client, CLUSTER, NAME, ADDRS[1])
+    for node in followers:
+        node.kill(signal.SIGSTOP)
+    try:
+        stopped = time.monotonic()
+        with controllers.client(timeout=1.0) as direct:
+            env = poll(lambda: (e := direct.request_node(leader.address, "GET", "/v1/controller/replicaInfo",
+                                                         params={"brokerName": NAME})).code != RC.SUCCESS and e,
+                       10, "the isolated leader to stop serving")
+        assert env.code == RC.CONTROLLER_NOT_LEADER
+        assert time.monotonic() - stopped < 3.0
+    finally:
+        for node in followers:
+            node.kill(signal.SIGCONT)
+    controllers.leader(timeout=30)
+    with controllers.client() as client:
+        assert replica_info(client)["clusterName"] == CLUSTER
+
+
+def test_sigterm_stops_a_controller_cleanly(controllers: ControllerCluster) -> None:
+    node = controllers.nodes[0]
+    node.stop()
+    assert node.process is not None and node.process.returncode == 0
+    assert "stopped" in node.log_file.read_text()

@@ -1,0 +1,80 @@
+"""One report run: dataset → validated → job → files. Shared by ``mqctl report``, ``spark-submit`` and the
+benchmark, so all three produce the same outputs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_reports import render
+from spark_reports.dataset import DatasetStats, load, translate_errors, validate
+from spark_reports.jobs.epoch_history import KEY, compute, timeline
+
+#: Timelines are drawn for this many groups (the most failovers first), each with its latest changes.
+TIMELINE_GROUPS = 50
+TIMELINE_CHANGES = 200
+
+
+@dataclass
+class ReportResult:
+    summary: dict[str, Any]
+    stats: DatasetStats
+    output: Path
+    files: dict[str, Path] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def run_report(spark: SparkSession, input_dir: str | Path, output_dir: str | Path, as_of_ms: int | None = None,
+               cluster: str | None = None, meta: dict[str, Any] | None = None) -> ReportResult:
+    """Validate ``input_dir``, run the job, write every output under ``output_dir``.
+
+    ``as_of_ms`` defaults to now, or to the newest event's timestamp when that is later (a controller
+    whose clock runs ahead of ours must not have its newest events dropped)."""
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    data = load(spark, input_dir, cluster)
+    stats = validate(data, input_dir)
+    as_of = as_of_ms if as_of_ms is not None else max(now_ms(), stats.max_timestamp or 0)
+    timings["validate"] = time.monotonic() - started
+    with translate_errors(input_dir):
+        groups_df, cluster_df = compute(data.events, data.epochs, as_of)
+        groups_df = groups_df.cache()
+        try:
+            groups = [row.asDict(recursive=True) for row in groups_df.orderBy(*KEY).collect()]
+            cluster_row = cluster_df.first()
+            timings["job"] = time.monotonic() - started - timings["validate"]
+            timelines = _timelines(data.events, groups_df, as_of)
+            groups_df.coalesce(1).write.mode("overwrite").parquet(str(output / render.PARQUET_NAME))
+        finally:
+            groups_df.unpersist()
+    assert cluster_row is not None  # a global aggregation always yields one row
+    summary = {"asOf": as_of, "groups": groups, "cluster": cluster_row.asDict(recursive=True)}
+    timings["spark"] = time.monotonic() - started
+    files = render.write_outputs(output, summary, timelines,
+                                 {"input": str(input_dir), "events": stats.events,
+                                  "epochEntries": stats.epoch_entries, **(meta or {})})
+    files["parquet"] = output / render.PARQUET_NAME
+    timings["total"] = time.monotonic() - started
+    return ReportResult(summary, stats, output, files, timings)
+
+
+def _timelines(events: DataFrame, groups: DataFrame, as_of: int) -> list[render.GroupTimeline]:
+    """Only the drawn groups' latest changes reach the driver (a small, bounded result)."""
+    top = groups.orderBy("failoverRank", *KEY).limit(TIMELINE_GROUPS).select(*KEY)
+    masters_df, spans_df = timeline(events, as_of, TIMELINE_CHANGES)
+    masters = masters_df.join(F.broadcast(top), list(KEY)).collect()
+    spans = spans_df.join(F.broadcast(top), list(KEY)).collect()
+    order = [(r["clusterName"], r["brokerName"]) for r in top.collect()]
+    return render.build_timelines(order, [m.asDict() for m in masters], [s.asDict() for s in spans], as_of,
+                                  TIMELINE_CHANGES)
