@@ -138,9 +138,9 @@ def completion(shell: str) -> None:
 
 
 def _register_commands() -> None:
-    from mqctl.commands import broker, cluster, controller, quickstart
+    from mqctl.commands import broker, cluster, controller, quickstart, report
 
-    for module in (controller, broker, cluster, quickstart):
+    for module in (controller, broker, cluster, quickstart, report):
         for command in module.COMMANDS:
             cli.add_command(command)
 

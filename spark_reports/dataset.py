@@ -149,7 +149,7 @@ def _check(frame: DataFrame, checks: dict[str, Column], extra: Column, table: st
 @contextmanager
 def translate_errors(root: str | Path | None) -> Iterator[None]:
     """Turn a failed Spark action into a ReportError (a DatasetError if reading the input failed)."""
-    from py4j.protocol import Py4JError, Py4JJavaError
+    from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
     try:

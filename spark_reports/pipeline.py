@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_reports import render
+from spark_reports.charts import GroupTimeline
 from spark_reports.dataset import DatasetStats, load, translate_errors, validate
 from spark_reports.jobs.epoch_history import KEY, compute, timeline
 
@@ -69,7 +70,7 @@ def run_report(spark: SparkSession, input_dir: str | Path, output_dir: str | Pat
     return ReportResult(summary, stats, output, files, timings)
 
 
-def _timelines(events: DataFrame, groups: DataFrame, as_of: int) -> list[render.GroupTimeline]:
+def _timelines(events: DataFrame, groups: DataFrame, as_of: int) -> list[GroupTimeline]:
     """Only the drawn groups' latest changes reach the driver (a small, bounded result)."""
     top = groups.orderBy("failoverRank", *KEY).limit(TIMELINE_GROUPS).select(*KEY)
     masters_df, spans_df = timeline(events, as_of, TIMELINE_CHANGES)

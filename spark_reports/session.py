@@ -214,7 +214,7 @@ def _write_log4j(directory: Path) -> Path:
 
 
 def _start(options: SessionOptions, settings: Mapping[str, str], log_file: Path | None) -> SparkSession:
-    from py4j.protocol import Py4JError
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark import SparkConf
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
@@ -241,7 +241,7 @@ def _launch_quiet_gateway(conf: object, log_file: Path) -> None:
         return
     log_file.parent.mkdir(parents=True, exist_ok=True)
     out: IO[bytes] = open(log_file, "ab")  # noqa: SIM115 - the JVM keeps writing to it
-    gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})  # type: ignore[arg-type]
+    gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)  # type: ignore[arg-type]
 
 

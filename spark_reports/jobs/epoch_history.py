@@ -27,27 +27,16 @@ import sys
 import time
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType
 
+from spark_reports.columns import GROUP_COLUMNS, SUMMED
+
 KEY = ("clusterName", "brokerName")
 
-#: The per-group columns, in output order (summary.json, CSV, Parquet, tables).
-GROUP_COLUMNS = (
-    "clusterName", "brokerName", "replicas", "masterEpochs", "failovers", "uncleanElections",
-    "adminElections", "failedElections", "meanTenureMs", "maxTenureMs", "currentTenureMs", "shrinkCount",
-    "expandCount", "underReplicatedMs", "divergentEpochs", "currentMasterBrokerId", "currentMasterEpoch",
-    "failoverRank",
-)
-#: Per-group counts that the cluster row sums (``divergentEpochs`` is summed as a count of epochs).
-SUMMED = ("replicas", "masterEpochs", "failovers", "uncleanElections", "adminElections", "failedElections",
-          "shrinkCount", "expandCount", "underReplicatedMs")
-COUNT_DEFAULTS = ("replicas", "masterEpochs", "failovers", "uncleanElections", "adminElections",
-                  "failedElections", "shrinkCount", "expandCount", "underReplicatedMs")
 
-
-def _in_order() -> Window:
+def _in_order() -> WindowSpec:
     return Window.partitionBy(*KEY).orderBy("index")
 
 
@@ -138,7 +127,7 @@ def compute(events: DataFrame, epochs: DataFrame, as_of_ms: int) -> tuple[DataFr
               .join(_election_metrics(events, as_of_ms), list(KEY), "left")
               .join(_sync_state_metrics(events, as_of_ms), list(KEY), "left")
               .join(_epoch_metrics(epochs), list(KEY), "left"))
-    for name in COUNT_DEFAULTS:
+    for name in SUMMED:
         groups = groups.withColumn(name, F.coalesce(F.col(name), F.lit(0).cast(LongType())))
     empty = F.array().cast(ArrayType(LongType()))
     groups = (groups.withColumn("divergentEpochs", F.coalesce("divergentEpochs", empty))

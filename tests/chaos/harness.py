@@ -1,0 +1,330 @@
+"""Fault-injection harness: a real local cluster, a recording workload, a seeded fault schedule.
+
+The workload's producers send uniquely numbered messages to whoever is master and record every outcome
+(ok = PUT_OK, failed = a definite refusal, unknown = timeout or an answer that does not say). Faults are
+drawn from a seeded random schedule, one at a time, each healed before the next. At the end the cluster
+is brought back to health, consumers drain everything, and ``checker.py`` judges the history.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqctl.devcluster import DevCluster, NodeSpec, _port_free
+from mqctl.localcluster import wait_until
+from services.common.broker_client import BrokerClient
+from services.common.errors import MqctlError
+
+log = logging.getLogger("chaos")
+
+GROUP = "broker-a"
+TOPIC = "ChaosTopic"
+DEFINITE_FAILURES = ("SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL", "IN_SYNC_REPLICAS_NOT_ENOUGH")
+
+FAULT_KINDS = ("kill_master", "kill_slave", "kill_controller_leader", "kill_controller_follower",
+               "pause_master", "crash_master_unflushed", "admin_elect")
+
+
+@dataclass
+class Outcome:
+    body: str
+    producer: int
+    seq: int
+    status: str  # ok | failed | unknown
+    detail: str
+    sent_ms: int
+    done_ms: int
+    queue_id: int | None = None
+    queue_offset: int | None = None
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    target: str
+    at_ms: int
+    healed_ms: int | None = None
+    recovery_ms: int | None = None
+
+
+@dataclass
+class History:
+    outcomes: list[Outcome] = field(default_factory=list)
+    faults: list[FaultRecord] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, outcome: Outcome) -> None:
+        with self.lock:
+            self.outcomes.append(outcome)
+
+    def ok_after(self, at_ms: int) -> int | None:
+        with self.lock:
+            times = [o.done_ms for o in self.outcomes if o.status == "ok" and o.sent_ms >= at_ms]
+        return min(times) if times else None
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def free_base_port(span: int = 60) -> int:
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randrange(20000, 45000, 2)
+        if all(_port_free(p) for p in range(base, base + span)):
+            return base
+    raise RuntimeError("no free port range on 127.0.0.1")
+
+
+class Producer(threading.Thread):
+    def __init__(self, index: int, cluster: DevCluster, history: History, stop: threading.Event,
+                 batch: int = 5, rate_limit_s: float = 0.0) -> None:
+        super().__init__(daemon=True, name=f"producer-{index}")
+        self.index, self.cluster, self.history, self.stop_event = index, cluster, history, stop
+        self.batch, self.rate_limit_s = batch, rate_limit_s
+        self.master: str | None = None
+        self.seq = 0
+
+    def run(self) -> None:
+        with BrokerClient(4.0) as client:
+            while not self.stop_event.is_set():
+                self._send_batch(client)
+                if self.rate_limit_s:
+                    time.sleep(self.rate_limit_s)
+
+    def _send_batch(self, client: BrokerClient) -> None:
+        if self.master is None:
+            try:
+                master = self.cluster.master_of(GROUP)
+            except MqctlError:
+                master = None
+            if master is None:
+                time.sleep(0.1)
+                return
+            self.master = master.address
+        bodies = [f"p{self.index}-{self.seq + i}" for i in range(self.batch)]
+        seqs = list(range(self.seq, self.seq + self.batch))
+        self.seq += self.batch
+        sent = now_ms()
+        try:
+            env = client.request(self.master, "POST", "/v1/broker/sendMessages",
+                                 json={"messages": [{"topic": TOPIC, "body": b, "queueId": self.index % 4}
+                                                    for b in bodies]}, accept=tuple(range(1, 3000)))
+        except MqctlError as exc:
+            self._record(bodies, seqs, "unknown", str(exc), sent, None)
+            self.master = None
+            return
+        data = env.data or {}
+        status = str(data.get("status") or f"CODE_{env.code}")
+        if status == "PUT_OK":
+            self._record(bodies, seqs, "ok", status, sent, data.get("results"))
+        else:
+            kind = "failed" if status in DEFINITE_FAILURES else "unknown"
+            self._record(bodies, seqs, kind, status, sent, data.get("results"))
+            self.master = None
+            time.sleep(0.05)
+
+    def _record(self, bodies: list[str], seqs: list[int], status: str, detail: str, sent: int,
+                results: list[dict[str, Any]] | None) -> None:
+        done = now_ms()
+        for i, (body, seq) in enumerate(zip(bodies, seqs)):
+            r = results[i] if results and i < len(results) else {}
+            self.history.record(Outcome(body, self.index, seq, status, detail, sent, done,
+                                        r.get("queueId"), r.get("queueOffset")))
+
+
+@dataclass
+class ChaosRun:
+    data_dir: Path
+    seed: int
+    duration_s: float
+    producers: int = 2
+    fault_gap_s: tuple[float, float] = (4.0, 8.0)
+    kinds: tuple[str, ...] = FAULT_KINDS
+    history: History = field(default_factory=History)
+    cluster: DevCluster | None = None
+    on_event: Callable[[str], None] = print
+
+    def start(self) -> None:
+        self.cluster = DevCluster.create(self.data_dir, 3, 1, 3, free_base_port())
+        self.cluster.up(timeout=120)
+
+    def run(self) -> History:
+        assert self.cluster is not None
+        rng = random.Random(self.seed)
+        stop = threading.Event()
+        workers = [Producer(i, self.cluster, self.history, stop) for i in range(self.producers)]
+        for w in workers:
+            w.start()
+        deadline = time.monotonic() + self.duration_s
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(rng.uniform(*self.fault_gap_s))
+                if time.monotonic() >= deadline:
+                    break
+                kind = rng.choice(self.kinds)
+                self.inject(kind, rng)
+        finally:
+            time.sleep(2.0)  # let the last fault's recovery show in the history
+            stop.set()
+            for w in workers:
+                w.join(timeout=15)
+        for fault in self.history.faults:
+            first_ok = self.history.ok_after(fault.at_ms)
+            fault.recovery_ms = None if first_ok is None else first_ok - fault.at_ms
+        return self.history
+
+    # ------------------------------------------------------------------ faults
+    def inject(self, kind: str, rng: random.Random) -> None:
+        assert self.cluster is not None
+        handler = getattr(self, f"_fault_{kind}")
+        try:
+            target = handler(rng)
+        except MqctlError as exc:
+            self.on_event(f"[chaos] {kind}: skipped ({exc})")
+            return
+        if target is None:
+            return
+        self.heal()
+
+    def _record_fault(self, kind: str, target: str) -> FaultRecord:
+        record = FaultRecord(kind, target, now_ms())
+        self.history.faults.append(record)
+        self.on_event(f"[chaos] t={record.at_ms} {kind} -> {target}")
+        return record
+
+    def _master(self) -> NodeSpec:
+        assert self.cluster is not None
+        master = self.cluster.master_of(GROUP)
+        if master is None or self.cluster.pid(master) is None:
+            raise MqctlError("no live master")
+        return master
+
+    def _fault_kill_master(self, rng: random.Random) -> str:
+        assert self.cluster is not None
+        master = self._master()
+        self._record_fault("kill_master", master.name)
+        self.cluster.kill_node(master)
+        time.sleep(rng.uniform(1.0, 4.0))
+        return master.name
+
+    def _fault_kill_slave(self, rng: random.Random) -> str:
+        assert self.cluster is not None
+        master = self._master()
+        slaves = [n for n in self.cluster.brokers(GROUP) if n.name != master.name and self.cluster.pid(n)]
+        if not slaves:
+            raise MqctlError("no live slave")
+        victim = rng.choice(slaves)
+        self._record_fault("kill_slave", victim.name)
+        self.cluster.kill_node(victim)
+        time.sleep(rng.uniform(1.0, 4.0))
+        return victim.name
+
+    def _controller(self, leader: bool) -> NodeSpec:
+        assert self.cluster is not None
+        with self.cluster.client(timeout=1.0) as client:
+            for node in self.cluster.controllers():
+                try:
+                    data = client.request_node(node.address, "GET", "/v1/controller/metadata").data
+                except MqctlError:
+                    continue
+                if bool(data.get("isLeader")) == leader:
+                    return node
+        raise MqctlError("no such controller")
+
+    def _fault_kill_controller_leader(self, rng: random.Random) -> str:
+        assert self.cluster is not None
+        node = self._controller(leader=True)
+        self._record_fault("kill_controller_leader", node.name)
+        self.cluster.kill_node(node)
+        time.sleep(rng.uniform(1.0, 3.0))
+        return node.name
+
+    def _fault_kill_controller_follower(self, rng: random.Random) -> str:
+        assert self.cluster is not None
+        node = self._controller(leader=False)
+        self._record_fault("kill_controller_follower", node.name)
+        self.cluster.kill_node(node)
+        time.sleep(rng.uniform(1.0, 3.0))
+        return node.name
+
+    def _fault_pause_master(self, rng: random.Random) -> str:
+        """SIGSTOP the master for longer than its heartbeat timeout: a zombie that must be fenced."""
+        assert self.cluster is not None
+        master = self._master()
+        pid = self.cluster.pid(master)
+        assert pid is not None
+        self._record_fault("pause_master", master.name)
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(rng.uniform(4.0, 6.0))
+        os.kill(pid, signal.SIGCONT)
+        return master.name
+
+    def _fault_crash_master_unflushed(self, rng: random.Random) -> str:
+        """SIGKILL the master, then cut its commitlog back to what it had fsynced (a power loss)."""
+        assert self.cluster is not None
+        master = self._master()
+        with BrokerClient(2.0) as client:
+            flushed = int(client.request(master.address, "GET", "/v1/broker/runtimeInfo").data["flushedOffset"])
+        self._record_fault("crash_master_unflushed", master.name)
+        self.cluster.kill_node(master)
+        commitlog = self.cluster.node_dir(master) / "store" / "commitlog"
+        for segment in sorted(commitlog.iterdir()):
+            start = int(segment.name)
+            if start >= flushed:
+                segment.unlink()
+            elif start + segment.stat().st_size > flushed:
+                os.truncate(segment, flushed - start)
+        time.sleep(rng.uniform(1.0, 3.0))
+        return master.name
+
+    def _fault_admin_elect(self, rng: random.Random) -> str | None:
+        assert self.cluster is not None
+        state = self.cluster.sync_state(GROUP)
+        candidates = [r["brokerId"] for r in state.get("inSyncReplicas", [])
+                      if r["brokerId"] != state.get("masterBrokerId") and r["alive"]]
+        if not candidates:
+            raise MqctlError("no other in-sync replica to elect")
+        target = rng.choice(candidates)
+        self._record_fault("admin_elect", f"broker id {target}")
+        with self.cluster.client(timeout=3.0) as client:
+            client.call("POST", "/v1/controller/electMaster", json={
+                "clusterName": state["clusterName"], "brokerName": GROUP, "brokerId": target,
+                "designateElect": True}, accept=tuple(range(1, 3000)))
+        return f"broker id {target}"
+
+    # ------------------------------------------------------------------ healing and the final state
+    def heal(self, timeout: float = 90.0) -> None:
+        """Restart whatever is down and wait until the group is healthy again."""
+        assert self.cluster is not None
+        for node in self.cluster.nodes:
+            if self.cluster.pid(node) is None:
+                self.cluster.start_node(node)
+        size = len(self.cluster.brokers(GROUP))
+        try:
+            wait_until(lambda: self.cluster is not None and self.cluster._group_healthy(GROUP, size), timeout,
+                       "the group to heal", interval=0.2)
+        except MqctlError as exc:
+            self.on_event(f"[chaos] warning: {exc}")
+        if self.history.faults and self.history.faults[-1].healed_ms is None:
+            self.history.faults[-1].healed_ms = now_ms()
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            for node in self.cluster.nodes:
+                pid = self.cluster.pid(node)
+                if pid is not None:
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+            self.cluster.down(grace=5.0)
