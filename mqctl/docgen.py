@@ -25,7 +25,8 @@ def _command_doc(name: str, command: click.Command, parent: click.Context) -> st
 
 
 def generate() -> str:
-    with click.Context(cli, info_name="mqctl", terminal_width=100, max_content_width=100) as root:
+    with click.Context(cli, info_name="mqctl", terminal_width=100, max_content_width=100,
+                       help_option_names=["-h", "--help"]) as root:
         lines = ["# CLI reference", "",
                  "Generated from the command definitions by `python -m mqctl.docgen`; do not edit by hand.",
                  "Formats, JSON shapes and exit codes are described in `docs/cli.md`.", "",

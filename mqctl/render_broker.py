@@ -141,6 +141,6 @@ def _ha_mqadmin(r: dict[str, Any]) -> str:
                 s["slaveAddress"], s["ackOffset"], s["lag"], s["transferSpeedKBps"],
                 "OK" if s["inSync"] else "Fall Behind", s["transferFromWhere"])
         return text
-    return (f"\n#MasterAddr\t{r.get('masterAddress')}\n#CommitLogMaxOffset\t{r['maxOffset']}\n"
+    return (f"\n#MasterAddr\t{r.get('masterAddress') or 'null'}\n#CommitLogMaxOffset\t{r['maxOffset']}\n"
             f"#TransferSpeed(KB/s)\t{0.0:.2f}\n#LastReadTime\t{_ms_text(r.get('lastReadTimestamp'))}\n"
             f"#LastWriteTime\t{_ms_text(r.get('lastWriteTimestamp'))}\n#MasterFlushOffset\t{r.get('confirmOffset')}\n")

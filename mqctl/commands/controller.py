@@ -219,7 +219,7 @@ def get_controller_config(app: App, controller_address: str | None, fmt: str) ->
     with app.controller(controller_address) as client:
         for address in addresses:
             try:
-                env = client.request_node(address, "GET", "/v1/controller/config")
+                env = client.check(client.request_node(address, "GET", "/v1/controller/config"), ())
             except UnreachableError:
                 failed.append(address)
                 continue

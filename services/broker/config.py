@@ -115,6 +115,10 @@ class BrokerConfig:
                 raise ConfigError(f"{name} must be positive")
         if self.brokerHeartbeatInterval >= self.controllerHeartBeatTimeoutMills:
             raise ConfigError("brokerHeartbeatInterval must be shorter than controllerHeartBeatTimeoutMills")
+        if self.defaultTopicQueueNums < 1:
+            raise ConfigError("defaultTopicQueueNums must be at least 1")
+        if self.logLevel.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ConfigError(f"logLevel must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {self.logLevel!r}")
         if not self.brokerName or "#" in self.brokerName or not self.brokerClusterName \
                 or "#" in self.brokerClusterName:
             raise ConfigError("brokerName and brokerClusterName must be non-empty and must not contain '#'")

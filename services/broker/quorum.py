@@ -6,8 +6,9 @@
 - otherwise ``inSyncReplicas`` acks are needed, the master included; 1 or less does not wait. With
   ``enableAutoInSyncReplicas`` the need follows the replicas currently in sync (RIP-34's
   ``calcNeedAckNums``), never below ``minInSyncReplicas``.
-- confirmOffset (master): with allAck, the smallest ack over the set (replicas that have not acked yet
-  are ignored, and nothing moves while a member has no connection); without allAck, the max offset.
+- confirmOffset (master): with allAck, the smallest ack over the set; it does not move while a member
+  has no connection or has not acked yet on its connection (RocketMQ ignores such members, which lets
+  consumers read what a failover to that member would remove); without allAck, the max offset.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ def confirm_offset(all_ack: bool, acks: Mapping[int, int], members: Iterable[int
         return master_max
     others = [m for m in members if m != self_id]
     live = set(connected)
-    if any(m not in live for m in others):
-        return None
-    acked = [acks[m] for m in others if acks.get(m, 0) > 0]
-    return min([master_max, *acked])
+    if any(m not in live or acks.get(m, -1) < 0 for m in others):
+        return None  # a member without a connection, or that has not acked yet, holds confirmOffset
+    return min([master_max, *(acks[m] for m in others)])

@@ -162,7 +162,13 @@ class ReplicasManager:
         except RemoteError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
                 log.warning("the controller has no metadata for %s; registering again", self.config.brokerName)
-                answer = await asyncio.to_thread(self.registrar.register)
+                try:
+                    answer = await asyncio.to_thread(self.registrar.register)
+                except RemoteError as again:
+                    log.error("registering again failed: %s. If the controller's metadata for broker id %s was "
+                              "cleaned on purpose, stop this broker and remove %s to register under a new id",
+                              again, self.broker_id, self.config.identity_file)
+                    return
                 self.broker_id = self.registrar.broker_id
                 async with self._lock:
                     if answer.get("masterBrokerId") is not None:

@@ -155,6 +155,10 @@ class MessageStore:
         for text in (msg.keys, msg.tags, *msg.properties, *msg.properties.values()):
             if "\x01" in text or "\x02" in text:
                 raise MessageIllegal("keys, tags and properties must not contain \\x01 or \\x02")
+        props = sum(len(k.encode()) + len(v.encode()) + 2 for k, v in msg.properties.items())
+        props += len(msg.keys.encode()) + len(msg.tags.encode()) + 12
+        if props > 32767:
+            raise MessageIllegal(f"keys, tags and properties take {props} bytes; at most 32767 are allowed")
 
     def append(self, msg: Message, timestamp: int) -> AppendResult:
         queue_id = msg.queue_id if msg.queue_id is not None else self._next_queue(msg.topic)

@@ -50,8 +50,8 @@ def check_port_free(host: str, port: int, what: str) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            raise ConfigError(f"cannot listen on {host}:{port} for the {what}: {exc.strerror}; "
-                              "is another controller already running there?") from None
+            raise ConfigError(f"cannot listen on {host}:{port} for the {what}: {exc.strerror}; is another "
+                              "process (an earlier instance?) already using that port?") from None
 
 
 def run(config: ControllerConfig) -> None:

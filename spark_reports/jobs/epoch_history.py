@@ -96,7 +96,10 @@ def sync_state_changes(events: DataFrame, as_of_ms: int) -> DataFrame:
             .withColumn("prevSize", F.lag("setSize").over(ordered))
             .withColumn("firstElection", first_election)
             .withColumn("spanStart", F.greatest("timestamp", "firstElection"))
-            .withColumn("spanEnd", F.greatest(end, F.col("firstElection"))))
+            .withColumn("spanEnd", F.greatest(end, F.col("firstElection")))
+            # greatest() skips nulls: a group never elected has no span at all
+            .withColumn("spanStart", F.when(F.col("firstElection").isNotNull(), F.col("spanStart")))
+            .withColumn("spanEnd", F.when(F.col("firstElection").isNotNull(), F.col("spanEnd"))))
 
 
 def _sync_state_metrics(events: DataFrame, as_of_ms: int) -> DataFrame:

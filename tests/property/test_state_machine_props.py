@@ -146,9 +146,18 @@ class ControllerMachine(RuleBasedStateMachine):
         assert got["nextEventIndex"] == expected["nextEventIndex"]
 
     # ------------------------------------------------------------------ rules
-    @initialize(name=st.sampled_from(NAMES), addr=ADDRS)
-    def first_broker(self, name: str, addr: str) -> None:
-        self.apply_next_id(name, addr, 0)
+    @initialize(data=st.data(), sizes=st.tuples(st.integers(0, 4), st.integers(0, 4)))
+    def initial_groups(self, data: st.DataObject, sizes: tuple[int, int]) -> None:
+        """Start from populated broker-sets (as brokers start up: register, the first one elects itself),
+        so that the random steps spend their time on elections and SyncStateSet changes."""
+        for name, size in zip(NAMES, sizes):
+            for i in range(size):
+                self.apply_next_id(name, f"127.0.0.1:{9000 + i}", 0)
+            if size and data.draw(st.booleans()):
+                first = data.draw(st.sampled_from(self.registered(name)))
+                request = ElectMasterRequest(CLUSTER, name, first)
+                policy = DefaultElectPolicy(alive_of(frozenset(self.registered(name))))
+                assert self.run(lambda m: m.elect_master(request, policy, False, alive_of(frozenset({first})))).ok
 
     @rule(name=st.sampled_from(NAMES), addr=ADDRS, t=st.integers(0, 3))
     def apply_next_id(self, name: str, addr: str, t: int) -> None:

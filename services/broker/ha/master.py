@@ -22,9 +22,18 @@ from services.broker.quorum import confirm_offset, need_ack_nums, quorum_offset
 from services.broker.store import MessageStore
 from services.broker.sync_state import SyncStateTracker
 from services.common.clock import Clock
+from services.common.codes import ResponseCode
 from services.common.errors import MqctlError, RemoteError
 
 log = logging.getLogger(__name__)
+
+#: Answers that prove the controller did not commit an alter (it checked and refused). Anything else —
+#: SYSTEM_ERROR after a Raft timeout, NOT_LEADER after a leader change — may still commit later.
+DEFINITE_ALTER_REFUSALS = frozenset({
+    ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH, ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+    ResponseCode.CONTROLLER_INVALID_MASTER, ResponseCode.CONTROLLER_INVALID_REPLICAS,
+    ResponseCode.CONTROLLER_BROKER_NOT_ALIVE, ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+    ResponseCode.INVALID_PARAMETER})
 
 #: An alter whose outcome is unknown (no answer) is only given up after this long without the
 #: controller showing it committed: Raft may still commit it late.
@@ -102,8 +111,7 @@ class HAService:
         self.active = False
         if self._shrink_task is not None:
             self._shrink_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._shrink_task
+            await asyncio.wait({self._shrink_task}, timeout=2.0)
             self._shrink_task = None
         await self._drop_all()
         for _, future in self._waiters:
@@ -222,8 +230,12 @@ class HAService:
                     self.api.alter_sync_state_set, self.config.brokerName, self.self_id, self.master_epoch,
                     sorted(members), self.tracker.local_epoch)
             except RemoteError as exc:
-                log.warning("controller refused syncStateSet %s: %s", sorted(members), exc)
-                self.tracker.refused()
+                if exc.code in DEFINITE_ALTER_REFUSALS:
+                    log.warning("controller refused syncStateSet %s: %s", sorted(members), exc)
+                    self.tracker.refused()
+                else:
+                    log.warning("syncStateSet %s outcome unknown (%s); counting acks against the union until "
+                                "the controller shows what it committed", sorted(members), exc)
                 return
             except MqctlError as exc:
                 log.warning("syncStateSet %s outcome unknown (%s); counting acks against the union until "
@@ -233,7 +245,7 @@ class HAService:
                 self.apply_committed(answer["syncStateSet"], int(answer["newSyncStateSetEpoch"]))
 
     async def _shrink_loop(self) -> None:
-        while True:
+        while self.active:
             await asyncio.sleep(self.config.checkSyncStateSetPeriod / 1000)
             try:
                 await self.check_shrink("periodic check")
@@ -253,7 +265,8 @@ class HAService:
 
     # ------------------------------------------------------------------ connections
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = str(writer.get_extra_info("peername"))
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
         now = self.clock.monotonic_ms()
         conn = SlaveConnection(reader, writer, peer, last_read_ms=now, connected_ms=now)
         if not self.active:

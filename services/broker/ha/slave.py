@@ -45,16 +45,27 @@ class HAClient:
         self.last_write_ms = 0
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._stopped = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ha-client")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        """Stop for good. Bounded: a cancellation that races with a completing await (wait_for in
+        Python 3.11) can be swallowed, so the loop also checks a flag and cancellation is repeated."""
+        self._stopped = True
         self._close()
+        task = self._task
+        if task is None:
+            return
+        for _ in range(5):
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=1.0)
+            if done:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    task.result()
+                return
+        log.error("the replication client from %s did not stop", self.master_address)
 
     def _close(self) -> None:
         if self._writer is not None:
@@ -63,16 +74,18 @@ class HAClient:
 
     async def _run(self) -> None:
         delay = 0.2
-        while True:
+        while not self._stopped:
             try:
                 await self._session()
             except Unreconcilable as exc:
                 self.error, self.state = str(exc), "STOPPED"
                 log.error("replication from %s stopped: %s", self.master_address, exc)
+                self._close()
                 return
             except CommitLogError as exc:
                 self.error, self.state = f"local commitlog error: {exc}", "STOPPED"
                 log.error("replication from %s stopped: %s", self.master_address, self.error)
+                self._close()
                 return
             except (ProtocolError, ConnectionError, OSError, asyncio.TimeoutError, httpx.HTTPError, KeyError) as exc:
                 log.warning("replication from %s interrupted: %s; reconnecting", self.master_address,
@@ -81,6 +94,8 @@ class HAClient:
                 self.error = f"unexpected {type(exc).__name__}: {exc}"
                 log.exception("replication from %s failed unexpectedly; retrying", self.master_address)
             self._close()
+            if self._stopped:
+                return
             delay = 0.2 if self.state == "TRANSFER" else min(delay * 2, 2.0)
             self.state = "READY"
             await asyncio.sleep(delay)
@@ -92,6 +107,8 @@ class HAClient:
 
     async def _session(self) -> None:
         self.master_ha_address = await self._master_ha_address()
+        if self._stopped:
+            return
         host, _, port = self.master_ha_address.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3.0)
         self._writer = writer
@@ -139,11 +156,14 @@ class HAClient:
             if step.append:
                 self.store.append_raw(frame.offset, step.append)
             self.store.set_confirm_offset(step.confirm_offset)
-        if self.config.sync_flush:
-            await self.wait_flushed(self.store.max_offset, self.config.syncFlushTimeout)
-        await self._write(SlaveAck(self.store.max_offset).encode())
+        ack = self.store.max_offset
+        if self.config.sync_flush and not await self.wait_flushed(ack, self.config.syncFlushTimeout):
+            ack = min(ack, self.store.commitlog.flushed_offset)  # only what is durable counts
+        await self._write(SlaveAck(ack).encode())
 
     async def _read(self, reader: asyncio.StreamReader) -> bytes:
+        if self._stopped:
+            raise ConnectionError("replication client stopped")
         data = await asyncio.wait_for(reader.read(1 << 20), self.config.haHousekeepingInterval / 1000)
         if not data:
             raise ConnectionError("closed by the master")

@@ -131,12 +131,16 @@ class TestConfirmOffset:
         assert confirm_offset(True, {}, {MASTER}, MASTER, [], MAX) == MAX
 
     @pytest.mark.parametrize("ack", [0, -1])
-    def test_members_with_ack_le_0_are_ignored(self, ack: int) -> None:
-        assert confirm_offset(True, {2: ack, 3: 6000}, {1, 2, 3}, MASTER, [2, 3], MAX) == 6000
-        assert confirm_offset(True, {2: ack}, {1, 2}, MASTER, [2], MAX) == MAX
+    def test_members_with_ack_le_0_are_not_ignored(self, ack: int) -> None:
+        # Unlike RocketMQ: a member that holds nothing (ack 0) or has not acked yet (-1) must not let
+        # confirmOffset run ahead of it, or consumers could read what a failover to it removes.
+        if ack < 0:
+            assert confirm_offset(True, {2: ack, 3: 6000}, {1, 2, 3}, MASTER, [2, 3], MAX) is None
+        else:
+            assert confirm_offset(True, {2: ack, 3: 6000}, {1, 2, 3}, MASTER, [2, 3], MAX) == 0
 
-    def test_connected_member_without_any_ack_is_ignored(self) -> None:
-        assert confirm_offset(True, {3: 5000}, {1, 2, 3}, MASTER, [2, 3], MAX) == 5000
+    def test_connected_member_without_any_ack_keeps_it_unchanged(self) -> None:
+        assert confirm_offset(True, {3: 5000}, {1, 2, 3}, MASTER, [2, 3], MAX) is None
 
     def test_member_without_connection_keeps_it_unchanged(self) -> None:
         """RocketMQ issue #6662: a member with no connection freezes confirmOffset (None = keep)."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.unit.cli.conftest import (DEAD_CONTROLLER, FOLLOWER, LEADER, FakeCluster, Invoke, assert_one_line_error,
-                                     envelope)
+from tests.unit.cli.conftest import (DEAD_CONTROLLER, FOLLOWER, LEADER, FakeCluster, Invoke,
+                                     assert_one_line_error, envelope)
 
 SYNC_PATH = "/v1/controller/syncStateData"
 
@@ -75,7 +75,8 @@ class TestGetControllerMetaData:
         assert result.exit_code == 0, result.stderr
         assert result.stdout == METADATA_MQADMIN
         assert result.stderr == ""
-        assert [(r.address, r.method, r.path) for r in fake.requests] == [(LEADER, "GET", "/v1/controller/metadata")]
+        assert [(r.address, r.method, r.path) for r in fake.requests] == [
+            (LEADER, "GET", "/v1/controller/metadata")]
 
     def test_json(self, mqctl: Invoke) -> None:
         result = mqctl("getControllerMetaData", "-a", LEADER, "--format", "json")
@@ -429,7 +430,8 @@ class TestGetControllerConfig:
         assert "│ enableElectUncleanMaster    │ true" in result.stdout
 
     def test_unreachable_node_prints_the_others_then_exits_3(self, mqctl: Invoke) -> None:
-        result = mqctl("getControllerConfig", "-a", f"{LEADER};{DEAD_CONTROLLER};{FOLLOWER}", "--format", "mqadmin")
+        result = mqctl("getControllerConfig", "-a", f"{LEADER};{DEAD_CONTROLLER};{FOLLOWER}",
+                       "--format", "mqadmin")
         assert result.stdout == leader_config_mqadmin() + follower_config_mqadmin()
         line = assert_one_line_error(result, 3)
         assert line == "Error: controller 127.0.0.1:9858 did not answer"

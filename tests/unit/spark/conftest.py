@@ -1,0 +1,32 @@
+"""One SparkSession for every Spark unit test (a JVM costs seconds and ~700 MB; never start two).
+
+Built with the report's own ``build_session`` (so its settings are exercised too), on ``local[2]``
+with two shuffle partitions: the datasets here are a few rows.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g"}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime: the Spark tests need Java 17 or 21")
+    from spark_reports.session import SessionOptions, build_session
+
+    log_file = tmp_path_factory.mktemp("spark") / "driver.log"
+    session = build_session(SessionOptions(master="local[2]", conf=TEST_CONF, app_name="mqctl-tests",
+                                           log_file=log_file))
+    yield session
+    session.stop()
