@@ -52,9 +52,10 @@ def collect(controller: ControllerClient, brokers: BrokerClient, cluster: str | 
     (directory / "events").mkdir(parents=True, exist_ok=True)
     (directory / "epochs").mkdir(parents=True, exist_ok=True)
     result = CollectResult(directory)
+    first = _page(controller, 0, page_size)  # before any progress bar: an unreachable controller fails here
     columns = (TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        seen_clusters = _collect_events(controller, cluster, directory, progress, page_size, result)
+        seen_clusters = _collect_events(controller, first, cluster, directory, progress, page_size, result)
         result.clusters = [cluster] if cluster else sorted(seen_clusters)
         replicas = _find_replicas(controller, result.clusters, cluster is not None and not result.events)
         _collect_epochs(replicas, brokers, directory, progress, result)
@@ -62,17 +63,21 @@ def collect(controller: ControllerClient, brokers: BrokerClient, cluster: str | 
     return result
 
 
-def _collect_events(controller: ControllerClient, cluster: str | None, directory: Path, progress: Progress,
-                    page_size: int, result: CollectResult) -> set[str]:
-    task = progress.add_task("events", total=None)
+def _page(controller: ControllerClient, from_index: int, page_size: int) -> dict[str, Any]:
+    data: dict[str, Any] = controller.call("GET", EVENTS_PATH,
+                                           params={"fromIndex": from_index, "limit": page_size}).data
+    return data
+
+
+def _collect_events(controller: ControllerClient, first: dict[str, Any], cluster: str | None, directory: Path,
+                    progress: Progress, page_size: int, result: CollectResult) -> set[str]:
+    oldest = int(first["events"][0]["index"]) if first["events"] else 0
+    task = progress.add_task("events", total=max(int(first["latestIndex"]) - oldest + 1, 0))
     clusters: set[str] = set()
-    next_index = 0
+    page = first
     with open(directory / "events" / "events.jsonl", "w", encoding="utf-8") as out:
         while True:
-            page = controller.call("GET", EVENTS_PATH, params={"fromIndex": next_index, "limit": page_size}).data
             events: list[dict[str, Any]] = page["events"]
-            if events and progress.tasks[task].total is None:
-                progress.update(task, total=max(int(page["latestIndex"]) - int(events[0]["index"]) + 1, 0))
             for event in events:
                 progress.advance(task)
                 if cluster is not None and event.get("clusterName") != cluster:
@@ -82,8 +87,8 @@ def _collect_events(controller: ControllerClient, cluster: str | None, directory
                 result.events += 1
             if not events or int(page["nextIndex"]) > int(page["latestIndex"]):
                 break
-            next_index = int(page["nextIndex"])
-    progress.update(task, total=progress.tasks[task].completed)
+            page = _page(controller, int(page["nextIndex"]), page_size)
+    progress.update(task, total=progress.tasks[task].completed)  # events applied meanwhile were counted too
     return {c for c in clusters if c}
 
 

@@ -96,9 +96,13 @@ class ReplicasManager:
             return
         await self.send_heartbeat()
         async with self._lock:
-            if answer.get("masterBrokerId") is not None and answer.get("masterAddress"):
+            if answer.get("masterBrokerId") is not None and answer.get("masterAddress") \
+                    and answer.get("masterBrokerId") != self.broker_id:
                 await self._change_role_locked(answer)
             else:
+                # No master, or the controller still lists this broker as master from before it
+                # restarted: ask for an election, where it wins only on merit (its log may have lost an
+                # unflushed tail that the slaves hold).
                 await self._elect_locked()
         self._tasks.append(asyncio.create_task(self._every(self.config.brokerHeartbeatInterval,
                                                            self.send_heartbeat), name="heartbeats"))
@@ -180,7 +184,8 @@ class ReplicasManager:
 
     async def _apply_replica_info(self, info: dict[str, Any]) -> None:
         epoch = int(info.get("masterEpoch") or 0)
-        if info.get("masterBrokerId") is None or not info.get("masterAddress"):
+        restarted_master = info.get("masterBrokerId") == self.broker_id and self.state.role is Role.FENCED
+        if info.get("masterBrokerId") is None or not info.get("masterAddress") or restarted_master:
             await self._elect_locked()
         elif epoch > self.state.master_epoch:
             await self._change_role_locked(info)

@@ -105,8 +105,8 @@ def create_app(manager: ControllerManager) -> FastAPI:
 
     @app.post(f"{P}/registerBroker")
     async def register_broker(req: RegisterBrokerRequest) -> JSONResponse:
-        return _answer(await m.write(lambda s: s.register_broker(
-            req.clusterName, req.brokerName, req.brokerId, req.brokerAddress, m.alive), req.requestId))
+        return _answer(await m.register_broker(req.clusterName, req.brokerName, req.brokerId, req.brokerAddress,
+                                               req.requestId))
 
     @app.post(f"{P}/heartbeat")
     async def heartbeat(req: HeartbeatRequest) -> JSONResponse:

@@ -179,6 +179,16 @@ class ControllerManager:
     def on_heartbeat(self, hb: Heartbeat) -> None:
         self.heartbeats.on_heartbeat(hb)
 
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str,
+                              request_id: str | None = None) -> ControllerResult:
+        result = await self.write(lambda m: m.register_broker(cluster, broker_name, broker_id, address, self.alive),
+                                  request_id)
+        if result.ok:
+            # A registration is a new incarnation of the broker: forget what its previous process reported
+            # (heartbeat values only ever move up while an entry lives; a restarted log may be shorter).
+            self.heartbeats.remove(broker_name, broker_id)
+        return result
+
     # ------------------------------------------------------------------ command execution
     async def read(self, command: Command) -> ControllerResult:
         if not self.serving:

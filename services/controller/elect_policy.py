@@ -30,19 +30,21 @@ class DefaultElectPolicy:
 
     def elect(self, cluster: str, broker_name: str, sync_state_set: Iterable[int],
               all_replicas: Iterable[int] | None, old_master: int | None,
-              prefer: int | None) -> ElectionOutcome:
-        chosen = self._try_elect(cluster, broker_name, sync_state_set, old_master, prefer)
+              prefer: int | None, incumbent: int | None = None) -> ElectionOutcome:
+        """``incumbent``: a master that restarted and asks to keep its role; it is ranked like any other
+        candidate (its log may have lost its unflushed tail) and only wins ties."""
+        chosen = self._try_elect(cluster, broker_name, sync_state_set, old_master, prefer, incumbent)
         if chosen is not None:
             return ElectionOutcome(chosen)
         if all_replicas is not None:
-            chosen = self._try_elect(cluster, broker_name, all_replicas, old_master, prefer)
+            chosen = self._try_elect(cluster, broker_name, all_replicas, old_master, prefer, incumbent)
             if chosen is not None:
                 in_set = chosen in set(sync_state_set)
                 return ElectionOutcome(chosen, unclean=not in_set)
         return ElectionOutcome(None)
 
     def _try_elect(self, cluster: str, broker_name: str, brokers: Iterable[int],
-                   old_master: int | None, prefer: int | None) -> int | None:
+                   old_master: int | None, prefer: int | None, incumbent: int | None = None) -> int | None:
         candidates = sorted(b for b in set(brokers) if self.eligible(cluster, broker_name, b))
         if not candidates:
             return None
@@ -51,8 +53,8 @@ class DefaultElectPolicy:
         if prefer is not None:
             return prefer if prefer in candidates else None
         if self._live_info is None:
-            return candidates[0]
-        return min(candidates, key=lambda b: self._rank(cluster, broker_name, b))
+            return incumbent if incumbent in candidates else candidates[0]
+        return min(candidates, key=lambda b: self._rank(cluster, broker_name, b, incumbent))
 
     def eligible(self, cluster: str, broker_name: str, broker_id: int) -> bool:
         if self._alive is not None and not self._alive(cluster, broker_name, broker_id):
@@ -60,9 +62,11 @@ class DefaultElectPolicy:
         info = self._live_info(cluster, broker_name, broker_id) if self._live_info else None
         return not (info is not None and info.asyncLearner)
 
-    def _rank(self, cluster: str, broker_name: str, broker_id: int) -> tuple[int, int, int, int, int]:
+    def _rank(self, cluster: str, broker_name: str, broker_id: int,
+              incumbent: int | None = None) -> tuple[int, int, int, int, int, int]:
         assert self._live_info is not None
         info = self._live_info(cluster, broker_name, broker_id)
         if info is None:
-            return (1, 0, 0, 0, broker_id)  # no live info: after everyone we know about
-        return (0, -info.epoch, -info.maxOffset, info.electionPriority, broker_id)
+            return (1, 0, 0, 0, 0, broker_id)  # no live info: after everyone we know about
+        return (0, -info.epoch, -info.maxOffset, 0 if broker_id == incumbent else 1, info.electionPriority,
+                broker_id)

@@ -245,6 +245,9 @@ class ReplicasInfoManager:
             return _fail(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
         new_master, unclean = self._choose_master(bs, request, policy, enable_unclean, alive)
         old_master = bs.masterBrokerId
+        if new_master is None and request.brokerId is not None and request.brokerId == old_master \
+                and not request.designateElect:
+            new_master = old_master  # the restarted master is not a candidate yet: keep it, nothing changes
         if new_master is not None and new_master == old_master:
             return _fail(ResponseCode.CONTROLLER_MASTER_STILL_EXIST,
                          f"The old master {old_master} is still alive, not need to elect new master "
@@ -272,8 +275,13 @@ class ReplicasInfoManager:
             return (rid if ok else None), False
         prefer = request.brokerId if request.designateElect else None
         all_replicas = sorted(bs.brokers) if enable_unclean else None
+        old_master, incumbent = bs.masterBrokerId, None
+        if not request.designateElect and request.brokerId is not None and request.brokerId == bs.masterBrokerId:
+            # The recorded master itself asks: it restarted. Its log may have lost an unflushed tail that
+            # the slaves hold, so it must win on merit (epoch, maxOffset), not because it was master.
+            old_master, incumbent = None, request.brokerId
         outcome = policy.elect(bs.clusterName, bs.brokerName, sorted(bs.syncStateSet), all_replicas,
-                               bs.masterBrokerId, prefer)
+                               old_master, prefer, incumbent)
         return outcome.broker_id, outcome.unclean
 
     def _elected(self, bs: BrokerSet, request: ElectMasterRequest, new_master: int,

@@ -370,7 +370,7 @@ class ControllerMachine(RuleBasedStateMachine):
         assert pickle.loads(pickle.dumps(self.m)).to_dict() == self.m.to_dict()
 
 
-ControllerMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None,
+ControllerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=35, deadline=None, database=None,
                                                suppress_health_check=[HealthCheck.too_slow])
 TestControllerMachine = ControllerMachine.TestCase
 
@@ -388,7 +388,7 @@ EVENTS = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(st.lists(EVENTS, max_size=30))
 def test_apply_of_any_well_typed_event_sequence_never_raises(events: list[Event]) -> None:
     """Apply runs on every node during replay; even events no command would produce (a bug elsewhere, an

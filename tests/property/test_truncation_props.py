@@ -230,7 +230,7 @@ class ReplicationModel(RuleBasedStateMachine):
                 assert r.entries and r.entries[0][1] == 0
 
 
-ReplicationModel.TestCase.settings = settings(max_examples=500, stateful_step_count=50, deadline=None,
+ReplicationModel.TestCase.settings = settings(max_examples=400, stateful_step_count=50, deadline=None, database=None,
                                               suppress_health_check=[HealthCheck.too_slow])
 TestReplicationModel = ReplicationModel.TestCase
 

@@ -1,0 +1,349 @@
+"""Fuzz both HTTP APIs in-process from their OpenAPI specs (schemathesis), plus targeted Hypothesis
+fuzzing of the controller's write endpoints with values that hit real broker-sets.
+
+The controller app runs on a :class:`ControllerManager` whose Raft is a synchronous single-node fake
+(events go through the real log-entry encoding and ``raft._apply_entry``). The broker app runs on a real
+:class:`Broker` over a temporary store, made MASTER of a group of one; its controller address is a closed
+loopback port, and the HA client a demotion would start is replaced by a stub (a fuzzed masterAddress
+must never be dialled).
+
+Checks on every answer: no 5xx; the body is the envelope ``{code, codeName, remark, data}``; a rejected
+request (any non-SUCCESS code) leaves the controller's replicated state (``to_dict()``) and config, or
+the broker's log, unchanged. The one documented exception: a failed controller-triggered election
+(CONTROLLER_MASTER_NOT_AVAILABLE) commits an event that clears the master.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import shutil
+import socket
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+from schemathesis.python.asgi import get_client, shutdown_lifespans
+
+from services.broker import api as broker_api
+from services.broker.broker import Broker
+from services.broker.config import BrokerConfig
+from services.broker.flush import FlushService
+from services.broker.ha import slave as ha_slave
+from services.broker.ha.master import HAService
+from services.broker.replicas_manager import Role, RoleState
+from services.common.codes import ResponseCode as RC
+from services.common.codes import code_name
+from services.controller import api as controller_api
+from services.controller.config import ControllerConfig
+from services.controller.controller import ControllerManager
+from services.controller.events import Event, encode_entry
+from services.controller.heartbeat import Heartbeat
+from services.controller.raft import _apply_entry
+from services.controller.state_machine import ReplicasInfoManager
+
+ENVELOPE_KEYS = {"code", "codeName", "remark", "data"}
+FUZZ = settings(max_examples=25, deadline=None, database=None,
+                suppress_health_check=list(HealthCheck))
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------------------------- the fakes
+class FakeRaft:
+    """Single-node, synchronous Raft: what ControllerManager uses of RaftNode."""
+
+    def __init__(self, raft_address: str) -> None:
+        self.manager = ReplicasInfoManager()
+        self.raft_address = raft_address
+        self.proposals = 0
+
+    def read(self, fn: Any) -> Any:
+        return fn(self.manager)
+
+    def is_leader(self) -> bool:
+        return True
+
+    async def propose_events(self, events: list[Event], timeout_s: float,
+                             request_id: str | None = None) -> dict[str, Any]:
+        self.proposals += 1
+        return _apply_entry(self.manager, encode_entry(events, request_id or uuid.uuid4().hex))
+
+    async def barrier(self, timeout_s: float) -> None:
+        return None
+
+    def leader_address(self) -> str:
+        return self.raft_address
+
+    def status(self) -> dict[str, Any]:
+        return {"state": "LEADER", "term": 1, "commitIndex": self.proposals, "lastApplied": self.proposals,
+                "logLength": self.proposals, "leader": self.raft_address, "hasQuorum": True}
+
+    def tick_thread_alive(self) -> bool:
+        return True
+
+
+@dataclass
+class ControllerUnderTest:
+    app: FastAPI
+    manager: ControllerManager
+    raft: FakeRaft
+
+    def state(self) -> dict[str, Any]:
+        return copy.deepcopy(self.raft.manager.to_dict())
+
+
+def make_controller(store: Path) -> ControllerUnderTest:
+    port = closed_port()
+    config = ControllerConfig(controllerDLegerPeers=f"n0-127.0.0.1:{port}", controllerDLegerSelfId="n0",
+                              controllerStorePath=str(store), notifyBrokerRoleChanged=False)
+    manager = ControllerManager(config)
+    raft = FakeRaft(config.self_peer().raft_address)
+    manager.attach_raft(raft)  # type: ignore[arg-type]
+    # What start() + _take_office() would set up, without the scan loops (they would elect on their own).
+    manager._write_lock = asyncio.Lock()
+    manager._barrier_lock = asyncio.Lock()
+    manager._serving = True
+    seed_controller_state(raft.manager)
+    for broker_id in (1, 2, 3):
+        manager.on_heartbeat(Heartbeat("DefaultCluster", "broker-a", f"127.0.0.1:{10910 + broker_id}", broker_id,
+                                       epoch=1, maxOffset=100, heartbeatTimeoutMills=3_600_000))
+    return ControllerUnderTest(controller_api.create_app(manager), manager, raft)
+
+
+def seed_controller_state(m: ReplicasInfoManager) -> None:
+    """broker-a: ids 1..3 registered, 1 master (masterEpoch 1), SyncStateSet {1, 2} (epoch 2)."""
+    from services.controller.elect_policy import DefaultElectPolicy
+    from services.controller.state_machine import ElectMasterRequest
+
+    def run(result: Any) -> None:
+        assert result.ok, result
+        for e in result.events:
+            m.apply_event(e)
+
+    for i in (1, 2, 3):
+        run(m.apply_broker_id("DefaultCluster", "broker-a", i, f"127.0.0.1:{10910 + i};1"))
+    alive = lambda c, n, i: True  # noqa: E731
+    run(m.elect_master(ElectMasterRequest("DefaultCluster", "broker-a", 1), DefaultElectPolicy(alive), False, alive))
+    run(m.alter_sync_state_set("broker-a", 1, 1, [1, 2], 1, alive))
+
+
+@dataclass
+class BrokerUnderTest:
+    app: FastAPI
+    broker: Broker
+
+
+def make_broker(store: Path) -> BrokerUnderTest:
+    config = BrokerConfig(brokerName="broker-a", listenPort=closed_port(), haListenPort=closed_port(),
+                          storePathRootDir=str(store), controllerAddr=f"127.0.0.1:{closed_port()}",
+                          mappedFileSizeCommitLog=1 << 20, maxMessageSize=64 * 1024, slaveTimeout=200,
+                          flushIntervalCommitLog=50)
+    broker = Broker(config)
+    broker.open_store()
+    app = broker_api.create_app(broker)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Broker.start() without the controller registration loop and the HA listener: a master of a
+        # group of one, as if the controller had just elected it.
+        broker.flush = FlushService(broker.store, config.sync_flush, config.flushIntervalCommitLog, broker.io_lock)
+        broker.flush.start()
+        broker.replicas.broker_id = 1
+        await broker.replicas.change_to_master(1, 1, frozenset({1}))
+        yield
+        await broker.stop()
+
+    app.router.lifespan_context = lifespan
+    return BrokerUnderTest(app, broker)
+
+
+class _NoDialHAClient:
+    """Replaces HAClient: a fuzzed notifyRoleChanged may name any masterAddress, which must not be dialled."""
+
+    started: list[str] = []
+
+    def __init__(self, config: Any, store: Any, clock: Any, self_id: int, master_address: str, *args: Any) -> None:
+        self.master_address = master_address
+
+    def start(self) -> None:
+        _NoDialHAClient.started.append(self.master_address)
+
+    async def stop(self) -> None:
+        return None
+
+    def status(self) -> dict[str, object]:
+        return {"masterAddress": self.master_address, "state": "STUB"}
+
+
+async def _no_check(self: HAService) -> None:
+    return None
+
+
+# ---------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def services() -> Iterator[SimpleNamespace]:
+    tmp = Path(tempfile.mkdtemp(prefix="mqctl-fuzz-"))
+    root = logging.getLogger()
+    level = root.level
+    patch = pytest.MonkeyPatch()
+    patch.setattr(ha_slave, "HAClient", _NoDialHAClient)
+    # Not under test, and it would outlive the broker: a call to the (absent) controller in a thread.
+    patch.setattr(HAService, "check_total_replicas", _no_check)
+    try:
+        broker = make_broker(tmp / "broker")
+        with get_client(broker.app):
+            pass  # runs the broker's lifespan start-up now (it stays up until shutdown_lifespans)
+        yield SimpleNamespace(controller=make_controller(tmp / "controller"), broker=broker)
+    finally:
+        shutdown_lifespans()  # stops the broker (its lifespan runs on schemathesis' event loop thread)
+        patch.undo()
+        root.setLevel(level)  # POST /config may have changed logLevel
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def spec_of(app: FastAPI) -> dict[str, Any]:
+    return app.openapi()
+
+
+# The specs depend only on the routes: build them from apps over inert objects (no I/O at import).
+CONTROLLER_SPEC = spec_of(controller_api.create_app(ControllerManager(ControllerConfig())))
+BROKER_SPEC = spec_of(broker_api.create_app(SimpleNamespace(  # type: ignore[arg-type]
+    metrics=SimpleNamespace(registry=CollectorRegistry()))))
+controller_schema = schemathesis.openapi.from_dict(CONTROLLER_SPEC)
+broker_schema = schemathesis.openapi.from_dict(BROKER_SPEC)
+for _schema in (controller_schema, broker_schema):
+    _schema.config.generation.update(modes=[schemathesis.GenerationMode.POSITIVE,
+                                            schemathesis.GenerationMode.NEGATIVE])
+
+
+def check_envelope(status: int, body: Any, what: str) -> dict[str, Any]:
+    assert status < 500, f"{what}: HTTP {status}: {body!r}"
+    assert isinstance(body, dict) and set(body) == ENVELOPE_KEYS, f"{what}: not the envelope: {body!r}"
+    assert isinstance(body["code"], int) and body["codeName"] == code_name(body["code"]), f"{what}: {body!r}"
+    assert isinstance(body["remark"], str), f"{what}: {body!r}"
+    assert body["data"] is None or isinstance(body["data"], dict), f"{what}: {body!r}"
+    assert body["code"] != RC.SYSTEM_ERROR or "internal error" not in body["remark"], f"{what}: {body!r}"
+    return body
+
+
+# ---------------------------------------------------------------------------------- schemathesis
+@controller_schema.parametrize()
+@FUZZ
+def test_controller_api_fuzz(case: Any, services: SimpleNamespace) -> None:
+    c: ControllerUnderTest = services.controller
+    before, config_before = c.state(), c.manager.config
+    response = case.call(app=c.app)
+    body = check_envelope(response.status_code, response.json(), f"{case.method} {case.path}")
+    if body["code"] not in (RC.SUCCESS, RC.CONTROLLER_MASTER_NOT_AVAILABLE):
+        assert c.state() == before, f"{case.method} {case.path} was refused ({body['codeName']}) but changed state"
+        assert c.manager.config == config_before
+
+
+@broker_schema.parametrize()
+@FUZZ
+def test_broker_api_fuzz(case: Any, services: SimpleNamespace) -> None:
+    b: BrokerUnderTest = services.broker
+    before = (b.broker.store.max_offset, b.broker.store.epochs.entries())
+    response = case.call(app=b.app)
+    body = check_envelope(response.status_code, response.json(), f"{case.method} {case.path}")
+    if body["code"] in (RC.INVALID_PARAMETER, RC.MESSAGE_ILLEGAL, RC.SERVICE_NOT_AVAILABLE):
+        assert (b.broker.store.max_offset, b.broker.store.epochs.entries()) == before, \
+            f"{case.method} {case.path} was refused ({body['codeName']}) but changed the store"
+
+
+# ---------------------------------------------------------------------------------- targeted
+NAMES = st.sampled_from(["broker-a", "broker-b", "x" * 255, "broker-a\x00", ""])
+IDS = st.one_of(st.integers(-2, 5), st.sampled_from([0, 2**31, 2**63, -(2**63)]))
+JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=5), st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(), max_size=2))
+
+
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """The value, sometimes junk of another type."""
+    return st.one_of(strategy, strategy, strategy, JUNK)
+
+
+WRITES = st.one_of(
+    st.tuples(st.just("/v1/controller/applyBrokerId"), st.fixed_dictionaries({
+        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES), "appliedBrokerId": maybe(IDS),
+        "registerCheckCode": maybe(st.sampled_from(["127.0.0.1:10911;1", "127.0.0.1:10999;2", ";", ""]))})),
+    st.tuples(st.just("/v1/controller/registerBroker"), st.fixed_dictionaries({
+        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES), "brokerId": maybe(IDS),
+        "brokerAddress": maybe(st.sampled_from(["127.0.0.1:10911", "127.0.0.1:10999", ""]))})),
+    st.tuples(st.just("/v1/controller/alterSyncStateSet"), st.fixed_dictionaries({
+        "brokerName": maybe(NAMES), "masterBrokerId": maybe(IDS), "masterEpoch": maybe(st.integers(-1, 3)),
+        "newSyncStateSet": maybe(st.lists(IDS, max_size=4)), "syncStateSetEpoch": maybe(st.integers(-1, 4))})),
+    st.tuples(st.just("/v1/controller/electMaster"), st.fixed_dictionaries({
+        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES), "brokerId": maybe(IDS),
+        "designateElect": maybe(st.booleans())})),
+    st.tuples(st.just("/v1/controller/cleanBrokerData"), st.fixed_dictionaries({
+        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES),
+        "brokerControllerIdsToClean": maybe(st.sampled_from(["1", "3", "1;2", "x", ";;", "99999999999999999999"])),
+        "isCleanLivingBroker": maybe(st.booleans())})),
+    st.tuples(st.just("/v1/controller/heartbeat"), st.fixed_dictionaries({
+        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES),
+        "brokerAddr": maybe(st.just("127.0.0.1:10911")), "brokerId": maybe(IDS),
+        "heartbeatTimeoutMills": maybe(st.integers(-1, 5000))})),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(WRITES, min_size=1, max_size=8), st.booleans())
+def test_controller_writes_on_a_live_broker_set(services: SimpleNamespace, requests: list[Any], fresh: bool) -> None:
+    """Requests aimed at the seeded broker-set (ids, epochs and names that exist), with type junk mixed
+    in: every answer is an envelope, and a refusal commits nothing."""
+    c: ControllerUnderTest = services.controller
+    if fresh:
+        c.raft.manager.__init__()  # type: ignore[misc]
+        seed_controller_state(c.raft.manager)
+    with get_client(c.app) as client:
+        for path, body in requests:
+            before = c.state()
+            response = client.post(path, json=body)
+            answer = check_envelope(response.status_code, response.json(), f"POST {path} {body!r}")
+            if answer["code"] not in (RC.SUCCESS, RC.CONTROLLER_MASTER_NOT_AVAILABLE):
+                assert c.state() == before, f"POST {path} {body!r} refused ({answer['codeName']}) but changed state"
+
+
+def test_unknown_routes_and_methods_answer_with_the_envelope(services: SimpleNamespace) -> None:
+    for app in (services.controller.app, services.broker.app):
+        with get_client(app) as client:
+            for method, path in (("GET", "/nope"), ("DELETE", "/v1/controller/metadata"),
+                                 ("PUT", "/v1/broker/sendMessage"), ("POST", "/v1/controller/heartbeat"),
+                                 ("POST", "/v1/broker/sendMessage")):
+                response = client.request(method, path, data=b"{not json")
+                check_envelope(response.status_code, response.json(), f"{method} {path}")
+
+
+@pytest.mark.xfail(strict=True, reason="notifyRoleChanged accepts a masterEpoch the HA wire format cannot carry "
+                   "(epochs are 4-byte ints in the handshake and transfer frames): the broker records it and "
+                   "every later replication handshake fails")
+def test_broker_refuses_an_epoch_the_replication_protocol_cannot_carry(services: SimpleNamespace) -> None:
+    b: BrokerUnderTest = services.broker
+    with get_client(b.app) as client:
+        response = client.post("/v1/broker/notifyRoleChanged", json={
+            "masterBrokerId": 1, "masterAddress": b.broker.config.address, "masterEpoch": 2**31,
+            "syncStateSetEpoch": 1, "syncStateSet": [1]})
+    body = check_envelope(response.status_code, response.json(), "notifyRoleChanged")
+    entries = b.broker.store.epochs.entries()
+    # Whatever the answer, the epoch file must only hold epochs a MasterHandshake can encode.
+    from services.broker.ha.frames import MasterHandshake
+    MasterHandshake(b.broker.store.max_offset, entries[-1].epoch,
+                    tuple((e.epoch, e.start_offset) for e in entries)).encode()
+    assert body["code"] == RC.INVALID_PARAMETER

@@ -1,0 +1,243 @@
+"""``mqctl report`` end to end: on a real Spark standalone cluster started from the installed pyspark
+(same summary.json as local[*], and through spark-submit too), and on a dataset collected live from a
+running controller group and broker group after a failover.
+
+Every process is started on 127.0.0.1 on free ports and stopped afterwards; waits poll with deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqctl.localcluster import LocalCluster, wait_until
+from services.common.broker_client import BrokerClient
+from tests.integration.conftest import run_cli
+from tests.unit.spark.builders import alter, elect, entry, failed, other
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark,
+              pytest.mark.skipif(not shutil.which("java") and not os.environ.get("JAVA_HOME"),
+                                 reason="no Java runtime: Spark needs Java 17 or 21")]
+
+AS_OF = 1_732_200_000_000
+T0 = AS_OF - 86_400_000
+
+
+# ---------------------------------------------------------------------- a standalone cluster
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spark_env() -> dict[str, str]:
+    return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable,
+            # the REST submission server (port 6066 by default) is not needed and could collide
+            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+
+
+@dataclass
+class Standalone:
+    directory: Path
+    port: int = field(default_factory=free_port)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    @property
+    def work_dir(self) -> Path:
+        return self.directory / "work"
+
+    def _daemon(self, name: str, *args: str) -> Path:
+        log = self.directory / f"{name}.log"
+        with open(log, "wb") as out:
+            self.processes.append(subprocess.Popen(
+                [str(spark_home() / "bin" / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=spark_env(), start_new_session=True))
+        return log
+
+    def start(self, timeout: float = 60) -> None:
+        master_log = self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                  "--port", str(self.port), "--webui-port", str(free_port()))
+        self._wait_for(master_log, "I have been elected leader", timeout)
+        worker_log = self._daemon("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                                  "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", "2",
+                                  "--memory", "2g", "--work-dir", str(self.work_dir))
+        self._wait_for(worker_log, "Successfully registered with master", timeout)
+
+    def _wait_for(self, log: Path, line: str, timeout: float) -> None:
+        def ready() -> bool:
+            if any(p.poll() is not None for p in self.processes):
+                raise AssertionError(f"a Spark daemon exited:\n{log.read_text(errors='replace')[-3000:]}")
+            return line in log.read_text(errors="replace")
+        wait_until(ready, timeout, f"'{line}' in {log.name}", interval=0.2)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):  # spark-class execs the JVM: the pid is the JVM's
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    cluster = Standalone(tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+# ---------------------------------------------------------------------- a dataset with some history
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def history_dataset(root: Path) -> Path:
+    """Three groups in two clusters, in several files, with every kind of event."""
+    a = [other(0, T0), elect(1, T0 + 1_000, 1, 1, "INITIAL"), alter(2, T0 + 2_000, [1, 2]),
+         alter(3, T0 + 3_000, [1, 2, 3]), alter(4, T0 + 600_000, [1, 3]), elect(5, T0 + 900_000, 3, 2),
+         alter(6, T0 + 901_000, [3, 2]), elect(7, T0 + 3_600_000, 2, 3, "ADMIN"), failed(8, T0 + 7_200_000, 4),
+         elect(9, T0 + 7_260_000, 1, 5, "UNCLEAN"), alter(10, T0 + 7_300_000, [1, 2])]
+    b = [elect(11, T0 + 5_000, 1, 1, "INITIAL", group="broker-b"), alter(12, T0 + 6_000, [1, 2], group="broker-b"),
+         elect(13, T0 + 50_000_000, 2, 2, group="broker-b")]
+    z = [elect(0, T0 + 10, 1, 1, "INITIAL", group="broker-z", cluster="Other"),
+         other(1, T0 + 20, "CLEAN_BROKER_DATA", group="broker-z", cluster="Other")]
+    epochs = [entry(i, 1, 0, 500) for i in (1, 2, 3)] + [entry(3, 2, 500, 900), entry(2, 2, 510, 900),
+                                                         entry(1, 5, 900, 950), entry(2, 5, 900, 950)]
+    epochs += [entry(1, 1, 0, 10, group="broker-b"), entry(2, 2, 10, 20, group="broker-b")]
+    write_jsonl(root / "events" / "part-a.jsonl", a)
+    write_jsonl(root / "events" / "part-b.jsonl", b + z)
+    write_jsonl(root / "epochs" / "epochs.jsonl", epochs)
+    return root
+
+
+def report(*args: str, timeout: float = 240) -> dict[str, Any]:
+    result = run_cli("report", "--format", "json", *args, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary: dict[str, Any] = json.loads(result.stdout)
+    return summary
+
+
+def test_standalone_cluster_gives_the_same_summary_as_local(standalone: Standalone, tmp_path: Path) -> None:
+    dataset = history_dataset(tmp_path / "dataset")
+    local = report("--input", str(dataset), "--output", str(tmp_path / "local"), "--as-of", str(AS_OF))
+    remote = report("--input", str(dataset), "--output", str(tmp_path / "remote"), "--as-of", str(AS_OF),
+                    "--spark-master", standalone.url, "--conf", "spark.executor.memory=1g")
+    assert list(standalone.work_dir.glob("app-*")), "no application ran on the standalone worker"
+    assert remote == local
+    assert json.loads((tmp_path / "remote" / "summary.json").read_text()) == local
+    groups = {g["brokerName"]: g for g in local["groups"]}
+    assert (groups["broker-a"]["failovers"], groups["broker-a"]["divergentEpochs"]) == (2, [2])
+    assert local["cluster"]["clusterNames"] == ["DefaultCluster", "Other"]
+
+    # the same job through spark-submit, with the package shipped as --py-files
+    subprocess.run([sys.executable, "-m", "spark_reports.submit", str(tmp_path / "zip")], check=True,
+                   capture_output=True)
+    from spark_reports.submit import job_file
+
+    submitted = subprocess.run(
+        [str(spark_home() / "bin" / "spark-submit"), "--master", standalone.url,
+         "--py-files", str(tmp_path / "zip" / "spark_reports.zip"), str(job_file()),
+         "--input", str(dataset), "--output", str(tmp_path / "submitted"), "--as-of", str(AS_OF)],
+        capture_output=True, text=True, timeout=240, env=spark_env())
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    assert "3 group(s) as of" in submitted.stdout
+    assert json.loads((tmp_path / "submitted" / "summary.json").read_text()) == local
+
+
+def test_malformed_dataset_is_one_line(tmp_path: Path) -> None:
+    dataset = history_dataset(tmp_path / "dataset")
+    with open(dataset / "epochs" / "epochs.jsonl", "a", encoding="utf-8") as out:
+        out.write("{oops\n")
+    result = run_cli("report", "--input", str(dataset), "--output", str(tmp_path / "out"), timeout=240)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"Error: malformed dataset {dataset}: {dataset}/epochs/epochs.jsonl: ")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# ---------------------------------------------------------------------- live, after a failover
+@pytest.fixture
+def live_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path / "cluster")
+    cluster.configure()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def epoch_entries(address: str) -> list[dict[str, Any]]:
+    with BrokerClient(2.0) as client:
+        entries: list[dict[str, Any]] = client.request(address, "GET", "/v1/broker/epochCache").data["epochEntries"]
+    return entries
+
+
+def test_live_report_after_a_failover(live_cluster: LocalCluster, tmp_path: Path) -> None:
+    old = live_cluster.master_of("broker-a")
+    assert old is not None
+    old_id = live_cluster.sync_state("broker-a")["masterBrokerId"]
+    old.kill()
+    state = wait_until(lambda: (s := live_cluster.sync_state("broker-a")).get("masterBrokerId") not in (None, old_id)
+                       and s, 60, "a new master")
+    new = live_cluster.master_of("broker-a")
+    assert new is not None and state["masterEpoch"] == 2
+    wait_until(lambda: [e["epoch"] for e in epoch_entries(new.address)][-1:] == [2], 30,
+               "the new master to start epoch 2")
+
+    started = time.monotonic()
+    summary = report("-a", live_cluster.controller_addresses, "-c", "DefaultCluster", "--output",
+                     str(tmp_path / "report"))
+    elapsed = time.monotonic() - started
+    group = summary["groups"][0]
+    assert [g["brokerName"] for g in summary["groups"]] == ["broker-a"]
+    assert (group["masterEpochs"], group["failovers"], group["uncleanElections"], group["adminElections"],
+            group["failedElections"]) == (2, 1, 0, 0, 0)
+    assert (group["currentMasterBrokerId"], group["currentMasterEpoch"]) == (state["masterBrokerId"], 2)
+    assert group["maxTenureMs"] is not None and group["currentTenureMs"] is not None
+    assert group["replicas"] == 2  # the killed master cannot report its epoch file
+    assert group["divergentEpochs"] == []
+
+    dataset = tmp_path / "report" / "dataset"
+    events = [json.loads(line) for line in (dataset / "events" / "events.jsonl").read_text().splitlines()]
+    elections = [(e["electReason"], e["masterEpoch"], e["masterBrokerId"]) for e in events
+                 if e["eventType"] == "ELECT_MASTER" and e["elected"]]
+    assert elections == [("INITIAL", 1, old_id), ("FAILOVER", 2, state["masterBrokerId"])]
+    epochs = [json.loads(line) for line in (dataset / "epochs" / "epochs.jsonl").read_text().splitlines()]
+    assert sorted({(e["brokerId"], e["epoch"]) for e in epochs if e["brokerId"] == state["masterBrokerId"]}) == [
+        (state["masterBrokerId"], 1), (state["masterBrokerId"], 2)]
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    assert len(manifest["brokersUnreachable"]) == 1 and old.address in manifest["brokersUnreachable"][0]
+    for name in ("summary.json", "groups.csv", "groups.parquet", "report.html", "timeline.png"):
+        assert (tmp_path / "report" / name).exists()
+    assert "FAILOVER at" in (tmp_path / "report" / "report.html").read_text()
+    assert elapsed < 120

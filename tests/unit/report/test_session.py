@@ -1,0 +1,103 @@
+"""Session settings and the checks made before any JVM starts (no Spark needed)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from spark_reports.errors import MasterUnreachableError, SettingError, SparkSetupError
+from spark_reports.session import (SessionOptions, check_java, check_master_reachable, effective_conf,
+                                   is_local_master, is_loopback_master, package_zip, parse_conf, standalone_hosts)
+
+
+def test_parse_conf() -> None:
+    assert parse_conf(["spark.a=1", " spark.b = x=y "]) == {"spark.a": "1", "spark.b": "x=y"}
+    for bad in ("spark.a", "=1"):
+        with pytest.raises(SettingError, match="expected key=value"):
+            parse_conf([bad])
+
+
+@pytest.mark.parametrize(("master", "local", "loopback"), [
+    ("local[*]", True, True), ("local", True, True), ("local[2,3]", True, True),
+    ("spark://127.0.0.1:7077", False, True), ("spark://localhost:7077,127.0.0.2:7078", False, True),
+    ("spark://10.1.2.3:7077", False, False), ("yarn", False, False), (None, False, False),
+])
+def test_master_kinds(master: str | None, local: bool, loopback: bool) -> None:
+    assert (is_local_master(master), is_loopback_master(master)) == (local, loopback)
+
+
+def test_standalone_hosts() -> None:
+    assert standalone_hosts("spark://a:1,b:2") == [("a", 1), ("b", 2)]
+    assert standalone_hosts("k8s://https://x:443") == []
+    with pytest.raises(SettingError, match="expected spark://host:port"):
+        standalone_hosts("spark://nohost")
+
+
+def test_effective_conf_defaults_and_overrides(tmp_path: Path) -> None:
+    log4j = tmp_path / "log4j2.properties"
+    conf = effective_conf(SessionOptions(master="local[*]", conf={
+        "spark.ui.enabled": "true", "spark.driver.extraJavaOptions": "-Dx=1"}), log4j)
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "127.0.0.1"
+    assert conf["spark.ui.enabled"] == "true"  # the user's setting wins
+    assert conf["spark.driver.extraJavaOptions"] == f"-Dlog4j2.configurationFile=file:{log4j} -Dx=1"
+    remote = effective_conf(SessionOptions(master="spark://10.0.0.1:7077"), None)
+    assert "spark.driver.host" not in remote and "spark.driver.extraJavaOptions" not in remote
+
+
+def _fake_java(directory: Path, version_line: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "java"
+    script.write_text(f"#!/bin/sh\necho '{version_line}' >&2\n", encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+def test_no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SparkSetupError, match="no java on PATH and JAVA_HOME is not set"):
+        check_java()
+
+
+def test_java_home_without_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(SparkSetupError, match="does not exist"):
+        check_java()
+
+
+@pytest.mark.parametrize(("line", "major"), [('openjdk version "11.0.2" 2019-01-15', 11),
+                                             ('java version "1.8.0_392"', 8)])
+def test_old_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, line: str, major: int) -> None:
+    _fake_java(tmp_path / "bin", line)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(SparkSetupError, match=f"Spark 4 needs Java 17 or 21, but .* is Java {major}"):
+        check_java()
+
+
+def test_java_17_and_21(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for line, major in (('openjdk version "17.0.15" 2025-04-15', 17), ('openjdk version "21" 2023-09-19', 21)):
+        _fake_java(tmp_path / "bin", line)
+        monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+        assert check_java() == major
+
+
+def test_unreachable_master() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound but not listening: connections are refused
+        with pytest.raises(MasterUnreachableError, match=f"Spark master spark://127.0.0.1:{port} is unreachable"):
+            check_master_reachable(f"spark://127.0.0.1:{port}", timeout=2)
+    check_master_reachable("local[*]")  # nothing to check
+
+
+def test_package_zip(tmp_path: Path) -> None:
+    import zipfile
+
+    names = zipfile.ZipFile(package_zip(tmp_path)).namelist()
+    assert "spark_reports/jobs/epoch_history.py" in names and "spark_reports/session.py" in names
+    assert all(n.startswith("spark_reports/") and n.endswith(".py") for n in names)
+    assert os.path.getsize(tmp_path / "spark_reports.zip") < 200_000
