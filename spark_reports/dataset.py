@@ -128,21 +128,22 @@ def _epoch_checks() -> dict[str, Column]:
 
 def validate(dataset: Dataset, root: str | Path) -> DatasetStats:
     """One aggregation per table: row counts, the newest timestamp, and a count per broken rule."""
+    events = _counts(dataset.events, _event_checks(), "events", F.max("timestamp").alias("maxTimestamp"))
+    epochs = _counts(dataset.epochs, _epoch_checks(), "epochs")
     with translate_errors(root):
-        events = _check(dataset.events, _event_checks(), F.max("timestamp"), "events", root)
-        epochs = _check(dataset.epochs, _epoch_checks(), F.lit(None), "epochs", root)
-    return DatasetStats(events[0], epochs[0], events[1])
-
-
-def _check(frame: DataFrame, checks: dict[str, Column], extra: Column, table: str,
-           root: str | Path) -> tuple[int, int | None]:
-    counts = [F.count_if(F.coalesce(rule, F.lit(False))).alias(f"c{i}") for i, rule in enumerate(checks.values())]
-    row = frame.agg(F.count(F.lit(1)).alias("rows"), extra.alias("extra"), *counts).first()
-    assert row is not None  # a global aggregation always yields one row
-    broken = [f"{row[f'c{i}']} {table} rows {rule}" for i, rule in enumerate(checks) if row[f"c{i}"]]
+        row = events.crossJoin(epochs).first()  # one Spark job for both tables
+    assert row is not None  # global aggregations always yield one row
+    broken = [f"{row[name]} {name.split(':', 1)[0]} rows {name.split(':', 1)[1]}"
+              for name in row.asDict() if ":" in name and row[name]]
     if broken:
         raise DatasetError(f"malformed dataset {root}: {'; '.join(broken)}")
-    return int(row["rows"]), row["extra"]
+    return DatasetStats(int(row["events"]), int(row["epochs"]), row["maxTimestamp"])
+
+
+def _counts(frame: DataFrame, checks: dict[str, Column], table: str, *extra: Column) -> DataFrame:
+    """One row: the table's row count (named ``table``) and, per rule, ``table:rule`` = rows breaking it."""
+    counts = [F.count_if(F.coalesce(rule, F.lit(False))).alias(f"{table}:{text}") for text, rule in checks.items()]
+    return frame.agg(F.count(F.lit(1)).alias(table), *extra, *counts)
 
 
 # ---------------------------------------------------------------------- Spark errors → one line

@@ -19,6 +19,7 @@ from spark_reports.jobs.epoch_history import KEY, compute, timeline
 #: Timelines are drawn for this many groups (the most failovers first), each with its latest changes.
 TIMELINE_GROUPS = 50
 TIMELINE_CHANGES = 200
+SEPARATOR = "\u0000"  # cannot occur in a cluster or broker name
 
 
 @dataclass
@@ -55,7 +56,7 @@ def run_report(spark: SparkSession, input_dir: str | Path, output_dir: str | Pat
             groups = [row.asDict(recursive=True) for row in groups_df.orderBy(*KEY).collect()]
             cluster_row = cluster_df.first()
             timings["job"] = time.monotonic() - started - timings["validate"]
-            timelines = _timelines(data.events, groups_df, as_of)
+            timelines = _timelines(data.events, groups, as_of)
             groups_df.coalesce(1).write.mode("overwrite").parquet(str(output / render.PARQUET_NAME))
         finally:
             groups_df.unpersist()
@@ -70,12 +71,17 @@ def run_report(spark: SparkSession, input_dir: str | Path, output_dir: str | Pat
     return ReportResult(summary, stats, output, files, timings)
 
 
-def _timelines(events: DataFrame, groups: DataFrame, as_of: int) -> list[GroupTimeline]:
-    """Only the drawn groups' latest changes reach the driver (a small, bounded result)."""
-    top = groups.orderBy("failoverRank", *KEY).limit(TIMELINE_GROUPS).select(*KEY)
+def _timelines(events: DataFrame, groups: list[dict[str, Any]], as_of: int) -> list[GroupTimeline]:
+    """Only the drawn groups' latest changes reach the driver (a small, bounded result), in one job."""
+    ranked = sorted(groups, key=lambda g: (g["failoverRank"], g["clusterName"], g["brokerName"]))
+    order = [(g["clusterName"], g["brokerName"]) for g in ranked[:TIMELINE_GROUPS]]
     masters_df, spans_df = timeline(events, as_of, TIMELINE_CHANGES)
-    masters = masters_df.join(F.broadcast(top), list(KEY)).collect()
-    spans = spans_df.join(F.broadcast(top), list(KEY)).collect()
-    order = [(r["clusterName"], r["brokerName"]) for r in top.collect()]
-    return render.build_timelines(order, [m.asDict() for m in masters], [s.asDict() for s in spans], as_of,
-                                  TIMELINE_CHANGES)
+    spans_df = spans_df.select(*KEY, "index", "start", "end", F.lit(None).cast("boolean").alias("elected"),
+                               *[F.lit(None).cast("long").alias(c) for c in ("brokerId", "epoch")],
+                               F.lit(None).cast("string").alias("reason"))
+    both = (masters_df.withColumn("kind", F.lit("master"))
+            .unionByName(spans_df.withColumn("kind", F.lit("span")))
+            .filter(F.concat_ws(SEPARATOR, *KEY).isin([SEPARATOR.join(k) for k in order])))
+    rows = [row.asDict() for row in both.collect()] if order else []
+    return render.build_timelines(order, [r for r in rows if r["kind"] == "master"],
+                                  [r for r in rows if r["kind"] == "span"], as_of, TIMELINE_CHANGES)

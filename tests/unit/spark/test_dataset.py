@@ -111,7 +111,8 @@ def test_alter_without_set_and_epoch_without_offset(spark: SparkSession, tmp_pat
     with pytest.raises(DatasetError) as info:
         validate(load(spark, root), root)
     assert str(info.value) == (f"malformed dataset {root}: 1 events rows are ALTER_SYNC_STATE_SET without "
-                               "syncStateSet")
+                               "syncStateSet; 1 epochs rows lack clusterName, brokerName, brokerId, epoch or "
+                               "startOffset")
 
 
 def test_other_spark_failures_are_report_errors(spark: SparkSession) -> None:

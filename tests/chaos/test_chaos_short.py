@@ -1,0 +1,33 @@
+"""The short, seeded chaos run that CI executes (the long one: ``python -m tests.chaos --minutes 10``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.checker import check
+from tests.chaos.harness import FAULT_KINDS, ChaosRun
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+SEED = int(os.environ.get("MQCTL_CHAOS_SEED", "20261121"))
+SECONDS = float(os.environ.get("MQCTL_CHAOS_SECONDS", "75"))
+
+
+def test_short_seeded_chaos_run_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    print(f"chaos seed {SEED} ({SECONDS:.0f}s); replay with MQCTL_CHAOS_SEED={SEED}")
+    run = ChaosRun(tmp_path / "chaos", SEED, SECONDS, kinds=FAULT_KINDS, fault_gap_s=(3.0, 6.0))
+    try:
+        run.start()
+        history = run.run()
+        assert run.cluster is not None
+        run.heal(timeout=120)
+        verdict = check(run.cluster, history)
+    finally:
+        run.stop()
+    print(verdict.stats)
+    assert verdict.stats["acknowledged"] > 1000
+    assert len(history.faults) >= 5
+    assert verdict.ok, {k: v for k, v in verdict.violations.items() if v}
