@@ -12,8 +12,8 @@ import click
 import httpx
 from rich.console import Console, Group
 from rich.live import Live
-from rich.text import Text
 from rich.markup import escape
+from rich.text import Text
 
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient, parse_addresses

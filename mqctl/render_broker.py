@@ -94,7 +94,7 @@ def _ms_text(ms: object) -> str:
     if not isinstance(ms, int) or ms <= 0:
         return "null"
     import datetime
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def show_ha_status(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:

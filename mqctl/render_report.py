@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
@@ -14,7 +14,7 @@ from mqctl.app import App
 MAX_ROWS = 50
 
 
-def duration(ms: float | int | None) -> str:
+def duration(ms: float | None) -> str:
     if ms is None:
         return "-"
     seconds = float(ms) / 1000
@@ -25,7 +25,7 @@ def duration(ms: float | int | None) -> str:
 
 
 def utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def show_report(app: App, fmt: str, summary: dict[str, Any]) -> None:

@@ -97,8 +97,8 @@ def svg(t: GroupTimeline, width: int = 960) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="epoch timeline of {html.escape(t.title)}">']
     for start, end in t.spans:
-        parts.append(f'<rect x="{x(start):.1f}" y="{top}" width="{max(x(end) - x(start), 0.5):.1f}" '
-                     f'height="{body_h}" fill="{SHADE}"><title>SyncStateSet held one broker: '
+        parts.append(f'<rect x="{x(start):.1f}" y="{top - 3}" width="{max(x(end) - x(start), 0.5):.1f}" '
+                     f'height="{body_h + 6}" fill="{SHADE}"><title>SyncStateSet held one broker: '
                      f'{fmt_time(start)} → {fmt_time(end)} ({fmt_duration(end - start)})</title></rect>')
     for lane in lanes:
         parts.append(f'<text x="{left - 8}" y="{y(lane) + 13}" text-anchor="end" class="lane">'
@@ -190,11 +190,11 @@ def _png_group(ax: Any, t: GroupTimeline, mdates: Any) -> None:
         ax.broken_barh([(day(m.start), max(day(m.end) - day(m.start), 1e-9))], (row - 0.4, 0.8),
                        facecolors=MASTER_FILL if m.elected else NO_MASTER_FILL, edgecolor="white", lw=0.4)
         if m.elected and m.reason in ("FAILOVER", "UNCLEAN"):
-            ax.plot(day(m.start), len(lanes) - 0.35, marker="v" if m.reason == "FAILOVER" else "X",
+            ax.plot(day(m.start), -0.75, marker="v" if m.reason == "FAILOVER" else "X",
                     color=REASON_COLORS[m.reason], ms=7, clip_on=False)
     pad = (last - first) / 100
     ax.set_xlim(day(first - pad), day(last + pad))
-    ax.set_ylim(-0.6, len(lanes) - 0.1)
+    ax.set_ylim(len(lanes) - 0.4, -1.0)  # first lane on top, as in the HTML
     ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
     ax.set_title(t.title + ("  (latest changes only)" if t.truncated else ""), fontsize=9, loc="left")
     locator = mdates.AutoDateLocator()

@@ -81,7 +81,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}h3{font-siz
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;white-space:nowrap}
 th{background:#f3f3f3}td.l,th.l{text-align:left}tr.hot td{background:#fff4e5}
 svg text{font:11px system-ui,sans-serif;fill:#333}svg text.tick{fill:#666;font-size:10px}
-.note{color:#666;font-size:12px}
+.note{color:#666;font-size:12px}.wide{overflow-x:auto;max-width:100%}
 """
 
 
@@ -101,7 +101,8 @@ def _groups_table(groups: list[dict[str, Any]]) -> str:
     for g in groups:
         hot = ' class="hot"' if g.get("failovers") or g.get("divergentEpochs") else ""
         rows.append(f"<tr{hot}>" + "".join(_cell(c, g.get(c)) for c in GROUP_COLUMNS) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return (f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            "</div>")
 
 
 def _cluster_table(cluster: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ def report(app: App, spark_master: str, controller_address: str | None, cluster_
 
 
 def default_output() -> Path:
-    return Path("mqctl-report") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("mqctl-report") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _collect(app: App, controller_address: str | None, cluster: str | None, output: Path) -> Path:

@@ -49,7 +49,7 @@ class FlushService:
         self._wakeup.set()
         try:
             return await asyncio.wait_for(future, timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     async def flush_now(self) -> int:
@@ -76,7 +76,7 @@ class FlushService:
                 if self.sync_flush:
                     try:
                         await asyncio.wait_for(self._wakeup.wait(), self.interval)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     self._wakeup.clear()
                 else:

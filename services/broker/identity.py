@@ -20,8 +20,6 @@ Steps, each durable before the next (a crash anywhere resumes from the files):
 from __future__ import annotations
 
 import logging
-import os
-import signal
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -30,17 +28,10 @@ from typing import Any, Protocol
 from services.common.codes import ResponseCode
 from services.common.durable import atomic_write, durable_unlink
 from services.common.errors import ConfigError, RemoteError
+from services.common.faults import FAULT_ENV, fault_point  # noqa: F401  (tests patch identity.fault_point)
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "MQCTL_FAULT_INJECT"
-
-
-def fault_point(name: str) -> None:
-    """Crash the process with SIGKILL at a named step, for crash-recovery tests only."""
-    if os.environ.get(FAULT_ENV) == name:
-        log.warning("fault injection: SIGKILL at %s", name)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class RegisterState(Enum):

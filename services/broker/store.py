@@ -19,6 +19,7 @@ from services.broker.commitlog import CommitLog, MessageRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
 from services.common.durable import atomic_write
+from services.common.faults import fault_point
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +213,7 @@ class MessageStore:
     def truncate(self, offset: int) -> None:
         """Cut the log, its consume queues and epochs at ``offset``, durably; confirmOffset follows."""
         self.commitlog.truncate(offset)
+        fault_point("during_truncate")
         self.queues.truncate(offset)
         self.epochs.truncate_suffix_by_offset(offset + 1)  # epochs starting past the new end
         self.reput_offset = min(self.reput_offset, offset)

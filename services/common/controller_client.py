@@ -29,8 +29,7 @@ def parse_addresses(spec: str | None) -> list[str]:
     for item in text.replace(",", ";").split(";"):
         item = item.strip()
         for prefix in ("http://", "https://"):
-            if item.startswith(prefix):
-                item = item[len(prefix):]
+            item = item.removeprefix(prefix)
         item = item.rstrip("/")
         if not item:
             continue

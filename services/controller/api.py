@@ -10,12 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
-from services.common.metrics import mount_metrics
 from services.common.errors import ConfigError
+from services.common.metrics import mount_metrics
 from services.controller.config import BLACK_LIST, FIELD_NAMES, RUNTIME_UPDATABLE, config_from_properties
 from services.controller.controller import ControllerManager
-from services.controller.metrics import controller_registry
 from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, MAX_PRIORITY, Heartbeat
+from services.controller.metrics import controller_registry
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
 
 Name = Annotated[str, Field(min_length=1, max_length=255)]
@@ -205,4 +205,4 @@ def _prop_text(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["create_app", "config_from_properties"]
+__all__ = ["config_from_properties", "create_app"]

@@ -31,7 +31,11 @@ from services.common.props import format_properties, load_properties
 from services.controller.config import ControllerConfig, Peer, config_from_properties
 from services.controller.elect_policy import DefaultElectPolicy
 from services.controller.events import stamp
-from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, BrokerHeartbeatManager, Heartbeat
+from services.controller.heartbeat import (
+    DEFAULT_BROKER_CHANNEL_EXPIRED_TIME,
+    BrokerHeartbeatManager,
+    Heartbeat,
+)
 from services.controller.raft import RaftError, RaftNode
 from services.controller.state_machine import ControllerResult, ElectMasterRequest, ReplicasInfoManager
 

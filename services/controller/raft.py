@@ -25,8 +25,7 @@ from typing import Any, TypeVar
 from pysyncobj import SyncObj, SyncObjConf, replicated  # type: ignore[import-untyped]
 from pysyncobj.config import FAIL_REASON  # type: ignore[import-untyped]
 
-from services.controller.events import LOG_FORMAT_VERSION, encode_entry, encode_noop, event_from_dict
-from services.controller.events import Event
+from services.controller.events import LOG_FORMAT_VERSION, Event, encode_entry, encode_noop, event_from_dict
 from services.controller.state_machine import ReplicasInfoManager
 
 log = logging.getLogger(__name__)
@@ -148,7 +147,7 @@ class RaftNode:
         self._obj.apply_entry(entry, callback=done)
         try:
             return await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RaftError("timed out waiting for the Raft commit", outcome_unknown=True) from None
 
     # -------------------------------------------------------------- reads and status

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from services.broker.config import BrokerConfig
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.epoch_file import EpochEntry
-from services.broker.ha.frames import MasterHandshake, ProtocolError, SlaveAck, SlaveFrameReader, SlaveHandshake, Transfer
+from services.broker.ha.frames import (
+    MasterHandshake,
+    ProtocolError,
+    SlaveAck,
+    SlaveFrameReader,
+    SlaveHandshake,
+    Transfer,
+)
 from services.broker.ha.protocol import check_ack, epoch_index_for, transfer_start
 from services.broker.quorum import confirm_offset, need_ack_nums, quorum_offset
 from services.broker.store import MessageStore
@@ -179,7 +186,7 @@ class HAService:
         self._waiters.append((next_offset, future))
         try:
             return await asyncio.wait_for(future, self.config.slaveTimeout / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             self._waiters = [w for w in self._waiters if w[1] is not future]
@@ -424,7 +431,7 @@ class HAService:
                 await asyncio.wait_for(conn.wakeup.wait(), heartbeat)
                 if self.store.max_offset <= conn.transfer_offset:
                     await self._send(conn, entry, b"")  # confirmOffset moved: tell the slave now
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self._send(conn, entry, b"")
 
     async def _send(self, conn: SlaveConnection, entry: EpochEntry, body: bytes) -> None:

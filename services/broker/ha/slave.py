@@ -17,7 +17,14 @@ import httpx
 
 from services.broker.commitlog import CommitLogError
 from services.broker.config import BrokerConfig
-from services.broker.ha.frames import MasterFrameReader, MasterHandshake, ProtocolError, SlaveAck, SlaveHandshake, Transfer
+from services.broker.ha.frames import (
+    MasterFrameReader,
+    MasterHandshake,
+    ProtocolError,
+    SlaveAck,
+    SlaveHandshake,
+    Transfer,
+)
 from services.broker.ha.protocol import Unreconcilable, decide_truncation, slave_step
 from services.broker.store import MessageStore
 from services.common.clock import Clock
@@ -87,7 +94,7 @@ class HAClient:
                 log.error("replication from %s stopped: %s", self.master_address, self.error)
                 self._close()
                 return
-            except (ProtocolError, ConnectionError, OSError, asyncio.TimeoutError, httpx.HTTPError, KeyError) as exc:
+            except (TimeoutError, ProtocolError, ConnectionError, OSError, httpx.HTTPError, KeyError) as exc:
                 log.warning("replication from %s interrupted: %s; reconnecting", self.master_address,
                             str(exc) or type(exc).__name__)
             except Exception as exc:  # never let the replication task die silently
