@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,10 @@ class GroupTimeline:
 
 
 def fmt_time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def fmt_duration(ms: int | float | None) -> str:
+def fmt_duration(ms: float | None) -> str:
     if ms is None:
         return "—"
     seconds = float(ms) / 1000
@@ -94,8 +94,8 @@ def svg(t: GroupTimeline, width: int = 960) -> str:
         return top + lanes.index(lane) * (lane_h + gap)
 
     body_h = len(lanes) * (lane_h + gap) - gap
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="epoch timeline of {html.escape(t.title)}">']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+              f'viewBox="0 0 {width} {height}" role="img" aria-label="epoch timeline of {html.escape(t.title)}">')]
     for start, end in t.spans:
         parts.append(f'<rect x="{x(start):.1f}" y="{top - 3}" width="{max(x(end) - x(start), 0.5):.1f}" '
                      f'height="{body_h + 6}" fill="{SHADE}"><title>SyncStateSet held one broker: '
@@ -179,7 +179,7 @@ def png(timelines: list[GroupTimeline], path: Path, max_groups: int = 12) -> Pat
 
 def _png_group(ax: Any, t: GroupTimeline, mdates: Any) -> None:
     def day(ms: float) -> float:
-        return float(mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=timezone.utc)))
+        return float(mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=UTC)))
 
     lanes = t.lanes()
     first, last = t.window()
@@ -199,5 +199,5 @@ def _png_group(ax: Any, t: GroupTimeline, mdates: Any) -> None:
     ax.set_title(t.title + ("  (latest changes only)" if t.truncated else ""), fontsize=9, loc="left")
     locator = mdates.AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=timezone.utc))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
     ax.tick_params(axis="x", labelsize=8)

@@ -8,7 +8,7 @@ import csv
 import html
 import json
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +106,8 @@ def _groups_table(groups: list[dict[str, Any]]) -> str:
 
 
 def _cluster_table(cluster: dict[str, Any]) -> str:
-    rows = [f'<tr><th class="l">clusterNames</th><td class="l">'
-            f'{html.escape(", ".join(cluster.get("clusterNames") or []) or "—")}</td></tr>']
+    names = html.escape(", ".join(cluster.get("clusterNames") or []) or "—")
+    rows = [f'<tr><th class="l">clusterNames</th><td class="l">{names}</td></tr>']
     for name in CLUSTER_COUNTS:
         value = cluster.get(name)
         shown = fmt_duration(value) if name in DURATIONS else str(value)
@@ -140,7 +140,7 @@ def _timelines_html(timelines: list[GroupTimeline], total_groups: int) -> str:
 def report_html(summary: dict[str, Any], timelines: list[GroupTimeline], meta: dict[str, Any]) -> str:
     """One self-contained page: no scripts, no external files."""
     as_of = int(summary["asOf"])
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     facts = [f"as of <b>{fmt_time(as_of)}</b> ({as_of})"]
     facts += [f"{html.escape(k)}: {html.escape(str(v))}" for k, v in meta.items() if v is not None]
     facts.append(f"generated {generated}")

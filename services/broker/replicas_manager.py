@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
 
+from services.broker.channel import LivenessChannels
 from services.broker.config import BrokerConfig
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.identity import BrokerRegistrar, IdentityFiles
@@ -75,12 +76,14 @@ class ReplicasManager:
         self.registered = False
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self.channels = LivenessChannels(api.addresses, config.brokerClusterName, config.brokerName)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._run(), name="replicas-manager"))
 
     async def stop(self) -> None:
+        await self.channels.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -95,6 +98,8 @@ class ReplicasManager:
         if answer is None:
             return
         await self.send_heartbeat()
+        assert self.broker_id is not None
+        self.channels.start(self.broker_id)
         async with self._lock:
             if answer.get("masterBrokerId") is not None and answer.get("masterAddress") \
                     and answer.get("masterBrokerId") != self.broker_id:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -117,6 +117,20 @@ def create_app(manager: ControllerManager) -> FastAPI:
         return respond(ResponseCode.SUCCESS, "Heart beat success",
                        {"controllerLeaderAddress": leader.address if leader else None,
                         "isLeader": m.serving})
+
+    @app.websocket(f"{P}/channel")
+    async def channel(websocket: WebSocket, clusterName: str, brokerName: str, brokerId: int) -> None:
+        """A broker's liveness channel: while it is open the broker's process is up; when the process
+        dies its socket closes and the broker is treated as inactive at once (RocketMQ's channel close),
+        instead of after the heartbeat timeout."""
+        await websocket.accept()
+        try:
+            while True:
+                await websocket.receive_text()
+        except WebSocketDisconnect:
+            pass
+        finally:
+            await m.on_channel_closed(clusterName, brokerName, brokerId)
 
     @app.post(f"{P}/alterSyncStateSet")
     async def alter_sync_state_set(req: AlterSyncStateSetRequest) -> JSONResponse:

@@ -183,6 +183,18 @@ class ControllerManager:
     def on_heartbeat(self, hb: Heartbeat) -> None:
         self.heartbeats.on_heartbeat(hb)
 
+    async def on_channel_closed(self, cluster: str, broker_name: str, broker_id: int) -> None:
+        """The broker's liveness channel closed: its process (or its link to us) is gone."""
+        if self.heartbeats.find(broker_name, broker_id) is None:
+            return
+        log.warning("liveness channel of broker %s/%s id %d closed; marked inactive", cluster, broker_name, broker_id)
+        self.heartbeats.remove(broker_name, broker_id)
+        if not self.serving or self.raft is None:
+            return
+        replica = self.raft.read(lambda m: m.broker_sets.get(broker_name))
+        if replica is not None and replica.masterBrokerId == broker_id:
+            await self.trigger_elect_master(broker_name)
+
     async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str,
                               request_id: str | None = None) -> ControllerResult:
         result = await self.write(lambda m: m.register_broker(cluster, broker_name, broker_id, address, self.alive),

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import schemathesis
@@ -43,7 +43,7 @@ from services.broker.config import BrokerConfig
 from services.broker.flush import FlushService
 from services.broker.ha import slave as ha_slave
 from services.broker.ha.master import HAService
-from services.broker.replicas_manager import Role, RoleState
+from services.broker.replicas_manager import Role
 from services.common.codes import ResponseCode as RC
 from services.common.codes import code_name
 from services.controller import api as controller_api
@@ -55,8 +55,7 @@ from services.controller.raft import _apply_entry
 from services.controller.state_machine import ReplicasInfoManager
 
 ENVELOPE_KEYS = {"code", "codeName", "remark", "data"}
-FUZZ = settings(max_examples=25, deadline=None, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
 def closed_port() -> int:
@@ -80,8 +79,9 @@ class FakeRaft:
     def is_leader(self) -> bool:
         return True
 
-    async def propose_events(self, events: list[Event], timeout_s: float,
-                             request_id: str | None = None) -> dict[str, Any]:
+    async def propose_events(
+        self, events: list[Event], timeout_s: float, request_id: str | None = None
+    ) -> dict[str, Any]:
         self.proposals += 1
         return _apply_entry(self.manager, encode_entry(events, request_id or uuid.uuid4().hex))
 
@@ -92,8 +92,15 @@ class FakeRaft:
         return self.raft_address
 
     def status(self) -> dict[str, Any]:
-        return {"state": "LEADER", "term": 1, "commitIndex": self.proposals, "lastApplied": self.proposals,
-                "logLength": self.proposals, "leader": self.raft_address, "hasQuorum": True}
+        return {
+            "state": "LEADER",
+            "term": 1,
+            "commitIndex": self.proposals,
+            "lastApplied": self.proposals,
+            "logLength": self.proposals,
+            "leader": self.raft_address,
+            "hasQuorum": True,
+        }
 
     def tick_thread_alive(self) -> bool:
         return True
@@ -111,8 +118,12 @@ class ControllerUnderTest:
 
 def make_controller(store: Path) -> ControllerUnderTest:
     port = closed_port()
-    config = ControllerConfig(controllerDLegerPeers=f"n0-127.0.0.1:{port}", controllerDLegerSelfId="n0",
-                              controllerStorePath=str(store), notifyBrokerRoleChanged=False)
+    config = ControllerConfig(
+        controllerDLegerPeers=f"n0-127.0.0.1:{port}",
+        controllerDLegerSelfId="n0",
+        controllerStorePath=str(store),
+        notifyBrokerRoleChanged=False,
+    )
     manager = ControllerManager(config)
     raft = FakeRaft(config.self_peer().raft_address)
     manager.attach_raft(raft)  # type: ignore[arg-type]
@@ -122,8 +133,17 @@ def make_controller(store: Path) -> ControllerUnderTest:
     manager._serving = True
     seed_controller_state(raft.manager)
     for broker_id in (1, 2, 3):
-        manager.on_heartbeat(Heartbeat("DefaultCluster", "broker-a", f"127.0.0.1:{10910 + broker_id}", broker_id,
-                                       epoch=1, maxOffset=100, heartbeatTimeoutMills=3_600_000))
+        manager.on_heartbeat(
+            Heartbeat(
+                "DefaultCluster",
+                "broker-a",
+                f"127.0.0.1:{10910 + broker_id}",
+                broker_id,
+                epoch=1,
+                maxOffset=100,
+                heartbeatTimeoutMills=3_600_000,
+            )
+        )
     return ControllerUnderTest(controller_api.create_app(manager), manager, raft)
 
 
@@ -139,8 +159,12 @@ def seed_controller_state(m: ReplicasInfoManager) -> None:
 
     for i in (1, 2, 3):
         run(m.apply_broker_id("DefaultCluster", "broker-a", i, f"127.0.0.1:{10910 + i};1"))
-    alive = lambda c, n, i: True  # noqa: E731
-    run(m.elect_master(ElectMasterRequest("DefaultCluster", "broker-a", 1), DefaultElectPolicy(alive), False, alive))
+    alive = lambda c, n, i: True
+    run(
+        m.elect_master(
+            ElectMasterRequest("DefaultCluster", "broker-a", 1), DefaultElectPolicy(alive), False, alive
+        )
+    )
     run(m.alter_sync_state_set("broker-a", 1, 1, [1, 2], 1, alive))
 
 
@@ -151,10 +175,17 @@ class BrokerUnderTest:
 
 
 def make_broker(store: Path) -> BrokerUnderTest:
-    config = BrokerConfig(brokerName="broker-a", listenPort=closed_port(), haListenPort=closed_port(),
-                          storePathRootDir=str(store), controllerAddr=f"127.0.0.1:{closed_port()}",
-                          mappedFileSizeCommitLog=1 << 20, maxMessageSize=64 * 1024, slaveTimeout=200,
-                          flushIntervalCommitLog=50)
+    config = BrokerConfig(
+        brokerName="broker-a",
+        listenPort=closed_port(),
+        haListenPort=closed_port(),
+        storePathRootDir=str(store),
+        controllerAddr=f"127.0.0.1:{closed_port()}",
+        mappedFileSizeCommitLog=1 << 20,
+        maxMessageSize=64 * 1024,
+        slaveTimeout=200,
+        flushIntervalCommitLog=50,
+    )
     broker = Broker(config)
     broker.open_store()
     app = broker_api.create_app(broker)
@@ -163,7 +194,9 @@ def make_broker(store: Path) -> BrokerUnderTest:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # Broker.start() without the controller registration loop and the HA listener: a master of a
         # group of one, as if the controller had just elected it.
-        broker.flush = FlushService(broker.store, config.sync_flush, config.flushIntervalCommitLog, broker.io_lock)
+        broker.flush = FlushService(
+            broker.store, config.sync_flush, config.flushIntervalCommitLog, broker.io_lock
+        )
         broker.flush.start()
         broker.replicas.broker_id = 1
         await broker.replicas.change_to_master(1, 1, frozenset({1}))
@@ -177,9 +210,11 @@ def make_broker(store: Path) -> BrokerUnderTest:
 class _NoDialHAClient:
     """Replaces HAClient: a fuzzed notifyRoleChanged may name any masterAddress, which must not be dialled."""
 
-    started: list[str] = []
+    started: ClassVar[list[str]] = []
 
-    def __init__(self, config: Any, store: Any, clock: Any, self_id: int, master_address: str, *args: Any) -> None:
+    def __init__(
+        self, config: Any, store: Any, clock: Any, self_id: int, master_address: str, *args: Any
+    ) -> None:
         self.master_address = master_address
 
     def start(self) -> None:
@@ -224,13 +259,19 @@ def spec_of(app: FastAPI) -> dict[str, Any]:
 
 # The specs depend only on the routes: build them from apps over inert objects (no I/O at import).
 CONTROLLER_SPEC = spec_of(controller_api.create_app(ControllerManager(ControllerConfig())))
-BROKER_SPEC = spec_of(broker_api.create_app(SimpleNamespace(  # type: ignore[arg-type]
-    metrics=SimpleNamespace(registry=CollectorRegistry()))))
+BROKER_SPEC = spec_of(
+    broker_api.create_app(
+        SimpleNamespace(  # type: ignore[arg-type]
+            metrics=SimpleNamespace(registry=CollectorRegistry())
+        )
+    )
+)
 controller_schema = schemathesis.openapi.from_dict(CONTROLLER_SPEC)
 broker_schema = schemathesis.openapi.from_dict(BROKER_SPEC)
 for _schema in (controller_schema, broker_schema):
-    _schema.config.generation.update(modes=[schemathesis.GenerationMode.POSITIVE,
-                                            schemathesis.GenerationMode.NEGATIVE])
+    _schema.config.generation.update(
+        modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
+    )
 
 
 def check_envelope(status: int, body: Any, what: str) -> dict[str, Any]:
@@ -252,7 +293,9 @@ def test_controller_api_fuzz(case: Any, services: SimpleNamespace) -> None:
     response = case.call(app=c.app)
     body = check_envelope(response.status_code, response.json(), f"{case.method} {case.path}")
     if body["code"] not in (RC.SUCCESS, RC.CONTROLLER_MASTER_NOT_AVAILABLE):
-        assert c.state() == before, f"{case.method} {case.path} was refused ({body['codeName']}) but changed state"
+        assert c.state() == before, (
+            f"{case.method} {case.path} was refused ({body['codeName']}) but changed state"
+        )
         assert c.manager.config == config_before
 
 
@@ -264,14 +307,21 @@ def test_broker_api_fuzz(case: Any, services: SimpleNamespace) -> None:
     response = case.call(app=b.app)
     body = check_envelope(response.status_code, response.json(), f"{case.method} {case.path}")
     if body["code"] in (RC.INVALID_PARAMETER, RC.MESSAGE_ILLEGAL, RC.SERVICE_NOT_AVAILABLE):
-        assert (b.broker.store.max_offset, b.broker.store.epochs.entries()) == before, \
+        assert (b.broker.store.max_offset, b.broker.store.epochs.entries()) == before, (
             f"{case.method} {case.path} was refused ({body['codeName']}) but changed the store"
+        )
 
 
 # ---------------------------------------------------------------------------------- targeted
 NAMES = st.sampled_from(["broker-a", "broker-b", "x" * 255, "broker-a\x00", ""])
 IDS = st.one_of(st.integers(-2, 5), st.sampled_from([0, 2**31, 2**63, -(2**63)]))
-JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=5), st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(), max_size=2))
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.text(max_size=5),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.lists(st.integers(), max_size=2),
+)
 
 
 def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -280,32 +330,86 @@ def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 WRITES = st.one_of(
-    st.tuples(st.just("/v1/controller/applyBrokerId"), st.fixed_dictionaries({
-        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES), "appliedBrokerId": maybe(IDS),
-        "registerCheckCode": maybe(st.sampled_from(["127.0.0.1:10911;1", "127.0.0.1:10999;2", ";", ""]))})),
-    st.tuples(st.just("/v1/controller/registerBroker"), st.fixed_dictionaries({
-        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES), "brokerId": maybe(IDS),
-        "brokerAddress": maybe(st.sampled_from(["127.0.0.1:10911", "127.0.0.1:10999", ""]))})),
-    st.tuples(st.just("/v1/controller/alterSyncStateSet"), st.fixed_dictionaries({
-        "brokerName": maybe(NAMES), "masterBrokerId": maybe(IDS), "masterEpoch": maybe(st.integers(-1, 3)),
-        "newSyncStateSet": maybe(st.lists(IDS, max_size=4)), "syncStateSetEpoch": maybe(st.integers(-1, 4))})),
-    st.tuples(st.just("/v1/controller/electMaster"), st.fixed_dictionaries({
-        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES), "brokerId": maybe(IDS),
-        "designateElect": maybe(st.booleans())})),
-    st.tuples(st.just("/v1/controller/cleanBrokerData"), st.fixed_dictionaries({
-        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES),
-        "brokerControllerIdsToClean": maybe(st.sampled_from(["1", "3", "1;2", "x", ";;", "99999999999999999999"])),
-        "isCleanLivingBroker": maybe(st.booleans())})),
-    st.tuples(st.just("/v1/controller/heartbeat"), st.fixed_dictionaries({
-        "clusterName": maybe(st.just("DefaultCluster")), "brokerName": maybe(NAMES),
-        "brokerAddr": maybe(st.just("127.0.0.1:10911")), "brokerId": maybe(IDS),
-        "heartbeatTimeoutMills": maybe(st.integers(-1, 5000))})),
+    st.tuples(
+        st.just("/v1/controller/applyBrokerId"),
+        st.fixed_dictionaries(
+            {
+                "clusterName": maybe(st.just("DefaultCluster")),
+                "brokerName": maybe(NAMES),
+                "appliedBrokerId": maybe(IDS),
+                "registerCheckCode": maybe(
+                    st.sampled_from(["127.0.0.1:10911;1", "127.0.0.1:10999;2", ";", ""])
+                ),
+            }
+        ),
+    ),
+    st.tuples(
+        st.just("/v1/controller/registerBroker"),
+        st.fixed_dictionaries(
+            {
+                "clusterName": maybe(st.just("DefaultCluster")),
+                "brokerName": maybe(NAMES),
+                "brokerId": maybe(IDS),
+                "brokerAddress": maybe(st.sampled_from(["127.0.0.1:10911", "127.0.0.1:10999", ""])),
+            }
+        ),
+    ),
+    st.tuples(
+        st.just("/v1/controller/alterSyncStateSet"),
+        st.fixed_dictionaries(
+            {
+                "brokerName": maybe(NAMES),
+                "masterBrokerId": maybe(IDS),
+                "masterEpoch": maybe(st.integers(-1, 3)),
+                "newSyncStateSet": maybe(st.lists(IDS, max_size=4)),
+                "syncStateSetEpoch": maybe(st.integers(-1, 4)),
+            }
+        ),
+    ),
+    st.tuples(
+        st.just("/v1/controller/electMaster"),
+        st.fixed_dictionaries(
+            {
+                "clusterName": maybe(st.just("DefaultCluster")),
+                "brokerName": maybe(NAMES),
+                "brokerId": maybe(IDS),
+                "designateElect": maybe(st.booleans()),
+            }
+        ),
+    ),
+    st.tuples(
+        st.just("/v1/controller/cleanBrokerData"),
+        st.fixed_dictionaries(
+            {
+                "clusterName": maybe(st.just("DefaultCluster")),
+                "brokerName": maybe(NAMES),
+                "brokerControllerIdsToClean": maybe(
+                    st.sampled_from(["1", "3", "1;2", "x", ";;", "99999999999999999999"])
+                ),
+                "isCleanLivingBroker": maybe(st.booleans()),
+            }
+        ),
+    ),
+    st.tuples(
+        st.just("/v1/controller/heartbeat"),
+        st.fixed_dictionaries(
+            {
+                "clusterName": maybe(st.just("DefaultCluster")),
+                "brokerName": maybe(NAMES),
+                "brokerAddr": maybe(st.just("127.0.0.1:10911")),
+                "brokerId": maybe(IDS),
+                "heartbeatTimeoutMills": maybe(st.integers(-1, 5000)),
+            }
+        ),
+    ),
 )
 
 
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(WRITES, min_size=1, max_size=8), st.booleans())
-def test_controller_writes_on_a_live_broker_set(services: SimpleNamespace, requests: list[Any], fresh: bool) -> None:
+def test_controller_writes_on_a_live_broker_set(
+    services: SimpleNamespace, requests: list[Any], fresh: bool
+) -> None:
     """Requests aimed at the seeded broker-set (ids, epochs and names that exist), with type junk mixed
     in: every answer is an envelope, and a refusal commits nothing."""
     c: ControllerUnderTest = services.controller
@@ -318,38 +422,57 @@ def test_controller_writes_on_a_live_broker_set(services: SimpleNamespace, reque
             response = client.post(path, json=body)
             answer = check_envelope(response.status_code, response.json(), f"POST {path} {body!r}")
             if answer["code"] not in (RC.SUCCESS, RC.CONTROLLER_MASTER_NOT_AVAILABLE):
-                assert c.state() == before, f"POST {path} {body!r} refused ({answer['codeName']}) but changed state"
+                assert c.state() == before, (
+                    f"POST {path} {body!r} refused ({answer['codeName']}) but changed state"
+                )
 
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 BODIES = st.one_of(
     st.builds(lambda t: {"body": t}, st.one_of(TEXT, st.sampled_from(["", "\x00\x01\x02", "é" * 1000]))),
     st.builds(lambda t: {"bodyBase64": t}, st.sampled_from(["AAEC/w==", "not base64!", "", "////", "4pyT"])),
-    st.just({}), st.just({"body": "a", "bodyBase64": "YQ=="}),
+    st.just({}),
+    st.just({"body": "a", "bodyBase64": "YQ=="}),
 )
 MESSAGE = st.builds(
     lambda fields, body, queue: {**fields, **body, **queue},
-    st.fixed_dictionaries({
-        "topic": st.one_of(st.just("TopicA"), st.sampled_from(["Topic%B|c_-", "bad topic", "x" * 128, "../etc"])),
-        "keys": st.one_of(st.just("k1"), TEXT), "tags": st.one_of(st.just(""), TEXT),
-        "properties": st.one_of(st.just({}), st.dictionaries(TEXT, TEXT, max_size=3))}),
+    st.fixed_dictionaries(
+        {
+            "topic": st.one_of(
+                st.just("TopicA"), st.sampled_from(["Topic%B|c_-", "bad topic", "x" * 128, "../etc"])
+            ),
+            "keys": st.one_of(st.just("k1"), TEXT),
+            "tags": st.one_of(st.just(""), TEXT),
+            "properties": st.one_of(st.just({}), st.dictionaries(TEXT, TEXT, max_size=3)),
+        }
+    ),
     st.one_of(BODIES.filter(lambda b: len(b) == 1 and b.get("body", "x") != ""), BODIES),
-    st.one_of(st.just({}), st.builds(lambda q: {"queueId": q}, st.one_of(st.integers(-1, 5), st.just(2**40)))),
+    st.one_of(
+        st.just({}), st.builds(lambda q: {"queueId": q}, st.one_of(st.integers(-1, 5), st.just(2**40)))
+    ),
 )
 
 
 @settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(MESSAGE, min_size=1, max_size=3), st.booleans())
-def test_broker_puts_round_trip_or_change_nothing(services: SimpleNamespace, messages: list[dict[str, Any]],
-                                                  batch: bool) -> None:
+def test_broker_puts_round_trip_or_change_nothing(
+    services: SimpleNamespace, messages: list[dict[str, Any]], batch: bool
+) -> None:
     """Odd but well-formed messages: a refused put writes nothing; an accepted one reads back as sent."""
     b: BrokerUnderTest = services.broker
     with get_client(b.app) as client:
         if b.broker.role is not Role.MASTER:  # the schema fuzz may have demoted it: promote it again
             epoch = b.broker.replicas.state.master_epoch + 1
-            client.post("/v1/broker/notifyRoleChanged", json={
-                "masterBrokerId": 1, "masterAddress": b.broker.config.address, "masterEpoch": epoch,
-                "syncStateSetEpoch": 1, "syncStateSet": [1]})
+            client.post(
+                "/v1/broker/notifyRoleChanged",
+                json={
+                    "masterBrokerId": 1,
+                    "masterAddress": b.broker.config.address,
+                    "masterEpoch": epoch,
+                    "syncStateSetEpoch": 1,
+                    "syncStateSet": [1],
+                },
+            )
             assert b.broker.role is Role.MASTER
         before = b.broker.store.max_offset
         if batch:
@@ -365,9 +488,15 @@ def test_broker_puts_round_trip_or_change_nothing(services: SimpleNamespace, mes
         results = body["data"]["results"] if batch else [body["data"]]
         assert len(results) == len(messages)
         for sent, result in zip(messages, results):
-            pulled = client.get("/v1/broker/pullMessage", params={
-                "topic": sent["topic"], "queueId": result["queueId"], "queueOffset": result["queueOffset"],
-                "maxNums": 1})
+            pulled = client.get(
+                "/v1/broker/pullMessage",
+                params={
+                    "topic": sent["topic"],
+                    "queueId": result["queueId"],
+                    "queueOffset": result["queueOffset"],
+                    "maxNums": 1,
+                },
+            )
             got = check_envelope(pulled.status_code, pulled.json(), "pull")["data"]["messages"]
             assert len(got) == 1, f"{sent} was accepted ({result}) but cannot be read back"
             msg = got[0]
@@ -376,36 +505,58 @@ def test_broker_puts_round_trip_or_change_nothing(services: SimpleNamespace, mes
                 assert msg["body"] == sent["body"]
             else:
                 import base64
+
                 raw = base64.b64decode(sent["bodyBase64"])
-                assert (msg["body"] or "").encode() == raw if msg["bodyBase64"] is None \
+                assert (
+                    (msg["body"] or "").encode() == raw
+                    if msg["bodyBase64"] is None
                     else base64.b64decode(msg["bodyBase64"]) == raw
+                )
             assert (msg["keys"], msg["tags"]) == (sent["keys"], sent["tags"])
-            assert msg["properties"] == {k: v for k, v in sent["properties"].items() if k not in ("KEYS", "TAGS")}
+            assert msg["properties"] == {
+                k: v for k, v in sent["properties"].items() if k not in ("KEYS", "TAGS")
+            }
 
 
 def test_unknown_routes_and_methods_answer_with_the_envelope(services: SimpleNamespace) -> None:
     for app in (services.controller.app, services.broker.app):
         with get_client(app) as client:
-            for method, path in (("GET", "/nope"), ("DELETE", "/v1/controller/metadata"),
-                                 ("PUT", "/v1/broker/sendMessage"), ("POST", "/v1/controller/heartbeat"),
-                                 ("POST", "/v1/broker/sendMessage")):
+            for method, path in (
+                ("GET", "/nope"),
+                ("DELETE", "/v1/controller/metadata"),
+                ("PUT", "/v1/broker/sendMessage"),
+                ("POST", "/v1/controller/heartbeat"),
+                ("POST", "/v1/broker/sendMessage"),
+            ):
                 response = client.request(method, path, data=b"{not json")
                 check_envelope(response.status_code, response.json(), f"{method} {path}")
 
 
-@pytest.mark.xfail(strict=True, reason="notifyRoleChanged accepts a masterEpoch the HA wire format cannot carry "
-                   "(epochs are 4-byte ints in the handshake and transfer frames): the broker records it and "
-                   "every later replication handshake fails")
+@pytest.mark.xfail(
+    strict=True,
+    reason="notifyRoleChanged accepts a masterEpoch the HA wire format cannot carry "
+    "(epochs are 4-byte ints in the handshake and transfer frames): the broker records it and "
+    "every later replication handshake fails",
+)
 def test_broker_refuses_an_epoch_the_replication_protocol_cannot_carry(services: SimpleNamespace) -> None:
     b: BrokerUnderTest = services.broker
     with get_client(b.app) as client:
-        response = client.post("/v1/broker/notifyRoleChanged", json={
-            "masterBrokerId": 1, "masterAddress": b.broker.config.address, "masterEpoch": 2**31,
-            "syncStateSetEpoch": 1, "syncStateSet": [1]})
+        response = client.post(
+            "/v1/broker/notifyRoleChanged",
+            json={
+                "masterBrokerId": 1,
+                "masterAddress": b.broker.config.address,
+                "masterEpoch": 2**31,
+                "syncStateSetEpoch": 1,
+                "syncStateSet": [1],
+            },
+        )
     body = check_envelope(response.status_code, response.json(), "notifyRoleChanged")
     entries = b.broker.store.epochs.entries()
     # Whatever the answer, the epoch file must only hold epochs a MasterHandshake can encode.
     from services.broker.ha.frames import MasterHandshake
-    MasterHandshake(b.broker.store.max_offset, entries[-1].epoch,
-                    tuple((e.epoch, e.start_offset) for e in entries)).encode()
+
+    MasterHandshake(
+        b.broker.store.max_offset, entries[-1].epoch, tuple((e.epoch, e.start_offset) for e in entries)
+    ).encode()
     assert body["code"] == RC.INVALID_PARAMETER

@@ -147,31 +147,47 @@ def report(*args: str, timeout: float = 240) -> dict[str, Any]:
     return summary
 
 
-def test_standalone_cluster_gives_the_same_summary_as_local(standalone: Standalone, tmp_path: Path) -> None:
-    dataset = history_dataset(tmp_path / "dataset")
-    local = report("--input", str(dataset), "--output", str(tmp_path / "local"), "--as-of", str(AS_OF))
-    remote = report("--input", str(dataset), "--output", str(tmp_path / "remote"), "--as-of", str(AS_OF),
+@dataclass(frozen=True)
+class LocalRun:
+    dataset: Path
+    summary: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory: pytest.TempPathFactory) -> LocalRun:
+    """The reference: the dataset reported on local[*]."""
+    root = tmp_path_factory.mktemp("local")
+    dataset = history_dataset(root / "dataset")
+    summary = report("--input", str(dataset), "--output", str(root / "out"), "--as-of", str(AS_OF))
+    groups = {g["brokerName"]: g for g in summary["groups"]}
+    assert (groups["broker-a"]["failovers"], groups["broker-a"]["divergentEpochs"]) == (2, [2])
+    assert summary["cluster"]["clusterNames"] == ["DefaultCluster", "Other"]
+    return LocalRun(dataset, summary)
+
+
+def test_standalone_cluster_gives_the_same_summary_as_local(standalone: Standalone, local_run: LocalRun,
+                                                            tmp_path: Path) -> None:
+    remote = report("--input", str(local_run.dataset), "--output", str(tmp_path / "remote"), "--as-of", str(AS_OF),
                     "--spark-master", standalone.url, "--conf", "spark.executor.memory=1g")
     assert list(standalone.work_dir.glob("app-*")), "no application ran on the standalone worker"
-    assert remote == local
-    assert json.loads((tmp_path / "remote" / "summary.json").read_text()) == local
-    groups = {g["brokerName"]: g for g in local["groups"]}
-    assert (groups["broker-a"]["failovers"], groups["broker-a"]["divergentEpochs"]) == (2, [2])
-    assert local["cluster"]["clusterNames"] == ["DefaultCluster", "Other"]
+    assert remote == local_run.summary
+    assert json.loads((tmp_path / "remote" / "summary.json").read_text()) == local_run.summary
 
-    # the same job through spark-submit, with the package shipped as --py-files
-    subprocess.run([sys.executable, "-m", "spark_reports.submit", str(tmp_path / "zip")], check=True,
-                   capture_output=True)
+
+def test_spark_submit_on_the_standalone_cluster(standalone: Standalone, local_run: LocalRun, tmp_path: Path) -> None:
+    """The job file under spark-submit, with the package shipped as --py-files."""
     from spark_reports.submit import job_file
 
+    subprocess.run([sys.executable, "-m", "spark_reports.submit", str(tmp_path / "zip")], check=True,
+                   capture_output=True, timeout=60)
     submitted = subprocess.run(
         [str(spark_home() / "bin" / "spark-submit"), "--master", standalone.url,
          "--py-files", str(tmp_path / "zip" / "spark_reports.zip"), str(job_file()),
-         "--input", str(dataset), "--output", str(tmp_path / "submitted"), "--as-of", str(AS_OF)],
-        capture_output=True, text=True, timeout=240, env=spark_env())
+         "--input", str(local_run.dataset), "--output", str(tmp_path / "submitted"), "--as-of", str(AS_OF)],
+        capture_output=True, text=True, timeout=240, env=spark_env(), check=False)
     assert submitted.returncode == 0, submitted.stderr[-3000:]
-    assert "3 group(s) as of" in submitted.stdout
-    assert json.loads((tmp_path / "submitted" / "summary.json").read_text()) == local
+    assert f"3 group(s) as of {AS_OF}; wrote {tmp_path / 'submitted'}" in submitted.stdout
+    assert json.loads((tmp_path / "submitted" / "summary.json").read_text()) == local_run.summary
 
 
 def test_malformed_dataset_is_one_line(tmp_path: Path) -> None:

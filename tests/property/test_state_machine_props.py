@@ -23,6 +23,7 @@ module docstring and rocketmq-controller.md §3 promise:
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import pickle
 from typing import Any
@@ -78,15 +79,28 @@ def live_table(draw_entries: dict[int, tuple[int, int, int, bool]], name: str) -
         if entry is None:
             return None
         epoch, max_offset, priority, learner = entry
-        return BrokerLiveInfo(cluster, broker_name, f"127.0.0.1:{9000 + broker_id}", broker_id, lastUpdateMs=0,
-                              epoch=epoch, maxOffset=max_offset, electionPriority=priority, asyncLearner=learner)
+        return BrokerLiveInfo(
+            cluster,
+            broker_name,
+            f"127.0.0.1:{9000 + broker_id}",
+            broker_id,
+            lastUpdateMs=0,
+            epoch=epoch,
+            maxOffset=max_offset,
+            electionPriority=priority,
+            asyncLearner=learner,
+        )
+
     return getter
 
 
 LIVE_INFO = st.one_of(
     st.none(),
-    st.dictionaries(IDS, st.tuples(st.integers(-1, 5), st.integers(-1, 1000), st.integers(0, 3), st.booleans()),
-                    max_size=MAX_ID),
+    st.dictionaries(
+        IDS,
+        st.tuples(st.integers(-1, 5), st.integers(-1, 1000), st.integers(0, 3), st.booleans()),
+        max_size=MAX_ID,
+    ),
 )
 
 
@@ -121,13 +135,17 @@ class ControllerMachine(RuleBasedStateMachine):
         assert snapshot(self.m) == before, "a command mutated the state machine"
         if not result.ok:
             # Only a failed controller-triggered election commits anything (it clears the master).
-            assert all(isinstance(e, ElectMasterEvent) and not e.newMasterElected for e in result.events), result
+            assert all(isinstance(e, ElectMasterEvent) and not e.newMasterElected for e in result.events), (
+                result
+            )
         for event in result.events:
             self.clock += 1
             stamped = stamp(event, self.clock)
             self.m.apply_event(stamped)
             self.events.append(stamped)
-        assert not self.errors.records, f"apply_event swallowed an exception: {self.errors.records[0].getMessage()}"
+        assert not self.errors.records, (
+            f"apply_event swallowed an exception: {self.errors.records[0].getMessage()}"
+        )
         return result
 
     def _check_replay(self) -> None:
@@ -157,7 +175,16 @@ class ControllerMachine(RuleBasedStateMachine):
                 first = data.draw(st.sampled_from(self.registered(name)))
                 request = ElectMasterRequest(CLUSTER, name, first)
                 policy = DefaultElectPolicy(alive_of(frozenset(self.registered(name))))
-                assert self.run(lambda m: m.elect_master(request, policy, False, alive_of(frozenset({first})))).ok
+                alive = alive_of(frozenset({first}))
+                assert self.run(
+                    functools.partial(
+                        ReplicasInfoManager.elect_master,
+                        request=request,
+                        policy=policy,
+                        enable_unclean=False,
+                        alive=alive,
+                    )
+                ).ok
 
     @rule(name=st.sampled_from(NAMES), addr=ADDRS, t=st.integers(0, 3))
     def apply_next_id(self, name: str, addr: str, t: int) -> None:
@@ -182,14 +209,20 @@ class ControllerMachine(RuleBasedStateMachine):
         code = self.check_codes.get((name, broker_id)) if retry else None
         result = self.run(lambda m: m.apply_broker_id(CLUSTER, name, broker_id, code or f"{addr};{t}"))
         bs = self.m.broker_sets.get(name)
-        if code is not None and bs is not None and broker_id in bs.brokers \
-                and bs.brokers[broker_id].registerCheckCode == code:
+        if (
+            code is not None
+            and bs is not None
+            and broker_id in bs.brokers
+            and bs.brokers[broker_id].registerCheckCode == code
+        ):
             assert result.ok, "a retried applyBrokerId with the same check code must succeed"
 
     def draw_name(self, data: st.DataObject) -> str:
         """Mostly an existing broker-set (interesting), sometimes any name (refusals)."""
         existing = sorted(self.m.broker_sets)
-        return data.draw(st.sampled_from(existing) if existing and data.draw(st.integers(0, 5)) else st.sampled_from(NAMES))
+        return data.draw(
+            st.sampled_from(existing) if existing and data.draw(st.integers(0, 5)) else st.sampled_from(NAMES)
+        )
 
     def registered(self, name: str) -> list[int]:
         bs = self.m.broker_sets.get(name)
@@ -220,10 +253,21 @@ class ControllerMachine(RuleBasedStateMachine):
             master = result.data["masterBrokerId"]
             assert master is None or (master == bs.masterBrokerId and master in alive)
 
-    @rule(data=st.data(), by_controller=st.booleans(), designate=st.booleans(), unclean=st.booleans(),
-          live=LIVE_INFO)
-    def elect(self, data: st.DataObject, by_controller: bool, designate: bool, unclean: bool,
-              live: dict[int, tuple[int, int, int, bool]] | None) -> None:
+    @rule(
+        data=st.data(),
+        by_controller=st.booleans(),
+        designate=st.booleans(),
+        unclean=st.booleans(),
+        live=LIVE_INFO,
+    )
+    def elect(
+        self,
+        data: st.DataObject,
+        by_controller: bool,
+        designate: bool,
+        unclean: bool,
+        live: dict[int, tuple[int, int, int, bool]] | None,
+    ) -> None:
         name = self.draw_name(data)
         requester = None if by_controller else self.draw_id(data, name)
         alive = self.draw_alive(data, name)
@@ -254,14 +298,22 @@ class ControllerMachine(RuleBasedStateMachine):
             assert new == requester, "a designated election never falls back to someone else"
         first = old_epoch == 0
         if not unclean:
-            assert new in old_sss or first, \
+            assert new in old_sss or first, (
                 f"clean election picked {new} outside the previous SyncStateSet {sorted(old_sss)}"
+            )
         if new not in old_sss and not first:
             assert result.data["electReason"] == "UNCLEAN"
-        assert (bs.masterBrokerId, bs.masterEpoch, bs.syncStateSet, bs.syncStateSetEpoch) == \
-            (new, old_epoch + 1, {new}, old_ss_epoch + 1)
-        assert (result.data["masterEpoch"], result.data["syncStateSetEpoch"], result.data["syncStateSet"]) == \
-            (bs.masterEpoch, bs.syncStateSetEpoch, [new])
+        assert (bs.masterBrokerId, bs.masterEpoch, bs.syncStateSet, bs.syncStateSetEpoch) == (
+            new,
+            old_epoch + 1,
+            {new},
+            old_ss_epoch + 1,
+        )
+        assert (
+            result.data["masterEpoch"],
+            result.data["syncStateSetEpoch"],
+            result.data["syncStateSet"],
+        ) == (bs.masterEpoch, bs.syncStateSetEpoch, [new])
 
     def has_master(self) -> bool:
         return any(bs.masterBrokerId is not None for bs in self.m.broker_sets.values())
@@ -271,7 +323,9 @@ class ControllerMachine(RuleBasedStateMachine):
     def alter_by_master(self, data: st.DataObject, stale: int) -> None:
         """What a real master sends: its own id and epochs (sometimes one of them stale), members it
         believes alive."""
-        name = data.draw(st.sampled_from(sorted(n for n, b in self.m.broker_sets.items() if b.masterBrokerId)))
+        name = data.draw(
+            st.sampled_from(sorted(n for n, b in self.m.broker_sets.items() if b.masterBrokerId))
+        )
         bs = self.m.broker_sets[name]
         master_id, master_epoch, ss_epoch = bs.masterBrokerId, bs.masterEpoch, bs.syncStateSetEpoch
         assert master_id is not None
@@ -290,24 +344,48 @@ class ControllerMachine(RuleBasedStateMachine):
         if go:
             return
         name = self.draw_name(data)
-        self._alter(name, data.draw(IDS), data.draw(st.integers(0, 6)), data.draw(st.sets(IDS, min_size=1)),
-                    data.draw(st.integers(0, 6)), self.draw_alive(data, name))
+        self._alter(
+            name,
+            data.draw(IDS),
+            data.draw(st.integers(0, 6)),
+            data.draw(st.sets(IDS, min_size=1)),
+            data.draw(st.integers(0, 6)),
+            self.draw_alive(data, name),
+        )
 
-    def _alter(self, name: str, master_id: int, master_epoch: int, members: set[int], ss_epoch: int,
-               alive: frozenset[int]) -> None:
+    def _alter(
+        self,
+        name: str,
+        master_id: int,
+        master_epoch: int,
+        members: set[int],
+        ss_epoch: int,
+        alive: frozenset[int],
+    ) -> None:
         bs = self.m.broker_sets.get(name)
         old_ss_epoch = bs.syncStateSetEpoch if bs else 0
-        result = self.run(lambda m: m.alter_sync_state_set(name, master_id, master_epoch, sorted(members), ss_epoch,
-                                                           alive_of(alive)))
+        result = self.run(
+            lambda m: m.alter_sync_state_set(
+                name, master_id, master_epoch, sorted(members), ss_epoch, alive_of(alive)
+            )
+        )
         if result.ok:
             bs = self.m.broker_sets[name]
             assert bs.masterBrokerId == master_id and master_id in members
             assert bs.syncStateSet == members and bs.syncStateSetEpoch == old_ss_epoch + 1
             assert members <= alive, "alter admitted a dead replica"
-            assert result.data == {"newSyncStateSetEpoch": bs.syncStateSetEpoch, "syncStateSet": sorted(members)}
+            assert result.data == {
+                "newSyncStateSetEpoch": bs.syncStateSetEpoch,
+                "syncStateSet": sorted(members),
+            }
 
-    @rule(data=st.data(), ids=st.one_of(st.none(), st.sets(IDS, max_size=3)), living=st.booleans(),
-          junk=st.booleans(), go=st.integers(0, 2))
+    @rule(
+        data=st.data(),
+        ids=st.one_of(st.none(), st.sets(IDS, max_size=3)),
+        living=st.booleans(),
+        junk=st.booleans(),
+        go=st.integers(0, 2),
+    )
     def clean(self, data: st.DataObject, ids: set[int] | None, living: bool, junk: bool, go: int) -> None:
         if go:  # an admin command: rarer than the others
             return
@@ -342,7 +420,9 @@ class ControllerMachine(RuleBasedStateMachine):
     def epochs_never_decrease(self) -> None:
         for name, bs in self.m.broker_sets.items():
             assert bs.masterEpoch >= self.seen_master_epoch.get(name, 0), f"{name} masterEpoch went back"
-            assert bs.syncStateSetEpoch >= self.seen_ss_epoch.get(name, 0), f"{name} syncStateSetEpoch went back"
+            assert bs.syncStateSetEpoch >= self.seen_ss_epoch.get(name, 0), (
+                f"{name} syncStateSetEpoch went back"
+            )
             self.seen_master_epoch[name] = bs.masterEpoch
             self.seen_ss_epoch[name] = bs.syncStateSetEpoch
 
@@ -350,19 +430,25 @@ class ControllerMachine(RuleBasedStateMachine):
     def membership(self) -> None:
         for name, bs in self.m.broker_sets.items():
             assert bs.brokers, f"{name} exists with no broker"
-            assert bs.syncStateSet <= set(bs.brokers), \
+            assert bs.syncStateSet <= set(bs.brokers), (
                 f"{name}: SyncStateSet {sorted(bs.syncStateSet)} has unregistered ids ({sorted(bs.brokers)})"
+            )
             if bs.masterBrokerId is not None:
-                assert bs.masterBrokerId in bs.brokers, f"{name}: master {bs.masterBrokerId} is not registered"
+                assert bs.masterBrokerId in bs.brokers, (
+                    f"{name}: master {bs.masterBrokerId} is not registered"
+                )
                 assert bs.masterBrokerId in bs.syncStateSet, f"{name}: master not in its SyncStateSet"
                 assert bs.masterEpoch >= 1
-            assert bs.nextAssignBrokerId > max(bs.brokers), \
+            assert bs.nextAssignBrokerId > max(bs.brokers), (
                 f"{name}: nextAssignBrokerId {bs.nextAssignBrokerId} <= registered id {max(bs.brokers)}"
+            )
 
     @invariant()
     def history_is_consecutive(self) -> None:
         h = self.m.history
-        assert [r["index"] for r in h] == list(range(self.m.next_event_index - len(h), self.m.next_event_index))
+        assert [r["index"] for r in h] == list(
+            range(self.m.next_event_index - len(h), self.m.next_event_index)
+        )
         assert len(h) == len(self.events)
 
     @invariant()
@@ -370,21 +456,47 @@ class ControllerMachine(RuleBasedStateMachine):
         assert pickle.loads(pickle.dumps(self.m)).to_dict() == self.m.to_dict()
 
 
-ControllerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=35, deadline=None, database=None,
-                                               suppress_health_check=[HealthCheck.too_slow])
+ControllerMachine.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=35,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 TestControllerMachine = ControllerMachine.TestCase
 
 
 # ---------------------------------------------------------------------------------- raw events
 EVENTS = st.one_of(
-    st.builds(ApplyBrokerIdEvent, st.just(CLUSTER), st.sampled_from(NAMES), ADDRS, st.integers(-2, 8), st.text(max_size=5)),
+    st.builds(
+        ApplyBrokerIdEvent,
+        st.just(CLUSTER),
+        st.sampled_from(NAMES),
+        ADDRS,
+        st.integers(-2, 8),
+        st.text(max_size=5),
+    ),
     st.builds(UpdateBrokerAddressEvent, st.just(CLUSTER), st.sampled_from(NAMES), ADDRS, st.integers(-2, 8)),
-    st.builds(ElectMasterEvent, st.sampled_from(NAMES), st.booleans(), st.one_of(st.none(), st.integers(-2, 8)),
-              st.sampled_from([None, "INITIAL", "FAILOVER", "ADMIN", "UNCLEAN"]), st.just(CLUSTER)),
-    st.builds(AlterSyncStateSetEvent, st.sampled_from(NAMES), st.lists(st.integers(-2, 8), max_size=4).map(tuple),
-              st.just(CLUSTER)),
-    st.builds(CleanBrokerDataEvent, st.sampled_from(NAMES),
-              st.one_of(st.none(), st.lists(st.integers(-2, 8), max_size=4).map(tuple)), st.just(CLUSTER)),
+    st.builds(
+        ElectMasterEvent,
+        st.sampled_from(NAMES),
+        st.booleans(),
+        st.one_of(st.none(), st.integers(-2, 8)),
+        st.sampled_from([None, "INITIAL", "FAILOVER", "ADMIN", "UNCLEAN"]),
+        st.just(CLUSTER),
+    ),
+    st.builds(
+        AlterSyncStateSetEvent,
+        st.sampled_from(NAMES),
+        st.lists(st.integers(-2, 8), max_size=4).map(tuple),
+        st.just(CLUSTER),
+    ),
+    st.builds(
+        CleanBrokerDataEvent,
+        st.sampled_from(NAMES),
+        st.one_of(st.none(), st.lists(st.integers(-2, 8), max_size=4).map(tuple)),
+        st.just(CLUSTER),
+    ),
 )
 
 
@@ -403,9 +515,12 @@ def test_apply_of_any_well_typed_event_sequence_never_raises(events: list[Event]
 
 
 # ---------------------------------------------------------------------------------- known bug
-@pytest.mark.xfail(strict=True, reason="getNextBrokerId can answer an id that is already registered "
-                   "(nextAssignBrokerId counts ids added, it is not max id + 1): a broker that followed the "
-                   "registration steps is refused forever")
+@pytest.mark.xfail(
+    strict=True,
+    reason="getNextBrokerId can answer an id that is already registered "
+    "(nextAssignBrokerId counts ids added, it is not max id + 1): a broker that followed the "
+    "registration steps is refused forever",
+)
 def test_get_next_broker_id_never_answers_a_registered_id() -> None:
     m = ReplicasInfoManager()
 
@@ -423,10 +538,20 @@ def test_get_next_broker_id_never_answers_a_registered_id() -> None:
     for addr in ("127.0.0.1:9004", "127.0.0.1:9005"):
         for attempt in range(5):
             next_id = m.get_next_broker_id(CLUSTER, "broker-a").data["nextBrokerId"]  # type: ignore[index]
-            result = run(lambda s: s.apply_broker_id(CLUSTER, "broker-a", next_id, f"{addr};{attempt}"))
+            result = run(
+                functools.partial(
+                    ReplicasInfoManager.apply_broker_id,
+                    cluster=CLUSTER,
+                    broker_name="broker-a",
+                    broker_id=next_id,
+                    check_code=f"{addr};{attempt}",
+                )
+            )
             if result.ok:
                 break
             assert result.code == RC.CONTROLLER_BROKER_ID_INVALID
         else:
-            pytest.fail(f"broker {addr} was refused 5 times: getNextBrokerId keeps answering {next_id}, "
-                        f"already registered ({sorted(m.broker_sets['broker-a'].brokers)})")
+            pytest.fail(
+                f"broker {addr} was refused 5 times: getNextBrokerId keeps answering {next_id}, "
+                f"already registered ({sorted(m.broker_sets['broker-a'].brokers)})"
+            )

@@ -32,7 +32,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -63,7 +62,9 @@ class Replica:
         return entries_with_end(self.entries, MAX_OFFSET).entries()
 
     def handshake(self) -> MasterHandshake:
-        return MasterHandshake(self.max_offset, self.entries[-1][0] if self.entries else -1, tuple(self.entries))
+        return MasterHandshake(
+            self.max_offset, self.entries[-1][0] if self.entries else -1, tuple(self.entries)
+        )
 
     def drop_entries_from(self, start: int) -> None:
         self.entries = [(e, s) for e, s in self.entries if s < start]
@@ -110,8 +111,9 @@ def stream(master: Replica, slave: Replica, limit: int, announce_at_limit: bool)
         step = slave_step(frame, 0, slave.max_offset, last_epoch)
         if step.new_epoch is not None:
             epoch, start = step.new_epoch
-            assert not slave.entries or (epoch > slave.entries[-1][0] and start >= slave.entries[-1][1]), \
+            assert not slave.entries or (epoch > slave.entries[-1][0] and start >= slave.entries[-1][1]), (
                 f"EpochFileCache.append would refuse {step.new_epoch} after {slave.entries[-1]}"
+            )
             slave.entries.append((epoch, start))
         if step.append:
             assert frame.offset == slave.max_offset
@@ -141,7 +143,9 @@ class ReplicationModel(RuleBasedStateMachine):
             who = data.draw(st.sampled_from(others))
         elif kind == 1:
             longest = max(r.max_offset for r in self.replicas)
-            who = data.draw(st.sampled_from([i for i, r in enumerate(self.replicas) if r.max_offset == longest]))
+            who = data.draw(
+                st.sampled_from([i for i, r in enumerate(self.replicas) if r.max_offset == longest])
+            )
         else:
             who = data.draw(st.integers(0, len(self.replicas) - 1))
         self.elect_unclean(who)
@@ -182,11 +186,14 @@ class ReplicationModel(RuleBasedStateMachine):
             self.replicas[who] = Replica()
             return
         assert 0 <= point <= slave.max_offset, f"cut point {point} outside the log [0, {slave.max_offset}]"
-        assert slave.log[:point] == master.log[:point], \
-            f"cut at {point} keeps records the master does not have: slave {slave.log} master {master.log} " \
+        assert slave.log[:point] == master.log[:point], (
+            f"cut at {point} keeps records the master does not have: slave {slave.log} master {master.log} "
             f"(slave epochs {slave.entries}, master epochs {master.entries})"
-        assert point == lcp, f"cut at {point} but the logs agree up to {lcp}: needless truncation " \
-                             f"(slave {slave.entries} {slave.log}, master {master.entries} {master.log})"
+        )
+        assert point == lcp, (
+            f"cut at {point} but the logs agree up to {lcp}: needless truncation "
+            f"(slave {slave.entries} {slave.log}, master {master.entries} {master.log})"
+        )
         # HAClient._reconcile: store.truncate(point) then epochs.truncate_suffix_by_offset(point)
         slave.log = slave.log[:point]
         slave.drop_entries_from(point + 1)
@@ -195,8 +202,9 @@ class ReplicationModel(RuleBasedStateMachine):
         stream(master, slave, limit, announce or complete)
         assert slave.log == master.log[:limit]
         if complete:
-            assert slave.entries == master.entries, \
+            assert slave.entries == master.entries, (
                 f"after catching up the epoch files differ: slave {slave.entries}, master {master.entries}"
+            )
 
     @rule(kind=st.integers(0, 3), who=st.integers(0, 3), lost=st.integers(1, 4))
     def fault(self, kind: int, who: int, lost: int) -> None:
@@ -211,7 +219,7 @@ class ReplicationModel(RuleBasedStateMachine):
         (epoch, offset) pairs for different records."""
         who %= len(self.replicas)
         r = self.replicas[who]
-        r.log = r.log[:max(0, r.max_offset - lost)]
+        r.log = r.log[: max(0, r.max_offset - lost)]
         r.drop_entries_from(r.max_offset + 1)
         if who == self.master:
             self.failed_election()
@@ -230,15 +238,23 @@ class ReplicationModel(RuleBasedStateMachine):
                 assert r.entries and r.entries[0][1] == 0
 
 
-ReplicationModel.TestCase.settings = settings(max_examples=400, stateful_step_count=50, deadline=None, database=None,
-                                              suppress_health_check=[HealthCheck.too_slow])
+ReplicationModel.TestCase.settings = settings(
+    max_examples=400,
+    stateful_step_count=50,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 TestReplicationModel = ReplicationModel.TestCase
 
 
 # ---------------------------------------------------------------------------------- known bug
-@pytest.mark.xfail(strict=True, reason="decide_truncation refuses (Unreconcilable) a replica whose log is "
-                   "empty but whose epoch file holds an epoch the master never saw; there is nothing to "
-                   "reconcile, yet replication stops until an operator wipes the store")
+@pytest.mark.xfail(
+    strict=True,
+    reason="decide_truncation refuses (Unreconcilable) a replica whose log is "
+    "empty but whose epoch file holds an epoch the master never saw; there is nothing to "
+    "reconcile, yet replication stops until an operator wipes the store",
+)
 @pytest.mark.parametrize("master_max", [0, 500])
 def test_empty_replica_with_an_unknown_epoch_can_replicate(master_max: int) -> None:
     # Broker A started first and elected itself (epoch 1, entry (1, 0)); nothing was written. A went

@@ -59,9 +59,12 @@ def test_damaged_main_epoch_file_falls_back_to_the_backup(tmp_path: Path, kind: 
     assert [(e.epoch, e.start_offset) for e in cache.entries()] == [(1, 0), (2, 100)]
 
 
-@pytest.mark.xfail(strict=True, reason="EpochFileCache.load reads the file with read_text(): a main file that "
-                   "is not UTF-8 raises UnicodeDecodeError instead of falling back to the .bak, and the broker "
-                   "fails to start with an error that does not name the file")
+@pytest.mark.xfail(
+    strict=True,
+    reason="EpochFileCache.load reads the file with read_text(): a main file that "
+    "is not UTF-8 raises UnicodeDecodeError instead of falling back to the .bak, and the broker "
+    "fails to start with an error that does not name the file",
+)
 def test_binary_garbage_in_the_main_epoch_file_falls_back_to_the_backup(tmp_path: Path) -> None:
     path = epoch_file(tmp_path, [(1, 0), (2, 100), (3, 250)])
     damage(path, "binary")
@@ -87,7 +90,8 @@ def test_missing_main_epoch_file_uses_the_backup(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", [k for k in GARBAGE if k not in ("binary", "empty")])
 def test_both_epoch_files_damaged_store_opens_with_no_epochs_and_one_error_naming_the_file(
-        tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
     root = tmp_path / "store"
     store = MessageStore(root, "127.0.0.1:10911", segment_size=4096)
     store.open()
@@ -114,8 +118,12 @@ def test_both_epoch_files_damaged_store_opens_with_no_epochs_and_one_error_namin
         assert len(store.get_messages("T", 0, 0, 100).records) == 6
         # As a slave, it refuses to guess which of its data the master agrees with.
         with pytest.raises(Unreconcilable, match="no epoch entries"):
-            decide_truncation(store.epochs.entries(), store.min_offset, store.max_offset,
-                              MasterHandshake(max_offset, 2, ((1, 0), (2, 50))))
+            decide_truncation(
+                store.epochs.entries(),
+                store.min_offset,
+                store.max_offset,
+                MasterHandshake(max_offset, 2, ((1, 0), (2, 50))),
+            )
     finally:
         store.close()
 
@@ -134,7 +142,9 @@ class _Controller:
         self.calls.append(("apply", broker_id))
         self.ids.setdefault(broker_id, check_code)
 
-    def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, object]:
+    def register_broker(
+        self, cluster: str, broker_name: str, broker_id: int, address: str
+    ) -> dict[str, object]:
         self.calls.append(("register", broker_id))
         if broker_id < 1:  # the controller API refuses ids below 1 (INVALID_PARAMETER)
             raise AssertionError(f"registerBroker with broker id {broker_id}")
@@ -142,14 +152,31 @@ class _Controller:
 
 
 def registrar(tmp_path: Path, ctrl: _Controller) -> BrokerRegistrar:
-    return BrokerRegistrar(IdentityFiles(tmp_path / "brokerIdentity"), "DefaultCluster", "broker-a",
-                           "127.0.0.1:10911", ctrl, lambda: 1_700_000_000_000)
+    return BrokerRegistrar(
+        IdentityFiles(tmp_path / "brokerIdentity"),
+        "DefaultCluster",
+        "broker-a",
+        "127.0.0.1:10911",
+        ctrl,
+        lambda: 1_700_000_000_000,
+    )
 
 
-@pytest.mark.parametrize("text", ["", "garbage", "DefaultCluster#broker-a", "DefaultCluster#broker-a#x",
-                                  "#broker-a#1", "DefaultCluster##1", "a#b#1#2#3"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "garbage",
+        "DefaultCluster#broker-a",
+        "DefaultCluster#broker-a#x",
+        "#broker-a#1",
+        "DefaultCluster##1",
+        "a#b#1#2#3",
+    ],
+)
 def test_malformed_identity_is_ignored_with_an_error_naming_the_file(
-        tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
     files = IdentityFiles(tmp_path / "brokerIdentity")
     files.path.write_text(text)
     with caplog.at_level(logging.ERROR):
@@ -176,10 +203,13 @@ def test_identity_of_another_broker_is_refused(tmp_path: Path) -> None:
     assert reg.state is RegisterState.INITIAL
 
 
-@pytest.mark.xfail(strict=True, reason="IdentityFiles._parse reads with read_text(encoding='utf-8') and only "
-                   "catches FileNotFoundError: a non-UTF-8 identity file raises UnicodeDecodeError, which "
-                   "ReplicasManager._register_until_done does not catch: the registration task dies and the "
-                   "broker stays FENCED with no error line")
+@pytest.mark.xfail(
+    strict=True,
+    reason="IdentityFiles._parse reads with read_text(encoding='utf-8') and only "
+    "catches FileNotFoundError: a non-UTF-8 identity file raises UnicodeDecodeError, which "
+    "ReplicasManager._register_until_done does not catch: the registration task dies and the "
+    "broker stays FENCED with no error line",
+)
 @pytest.mark.parametrize("which", ["identity", "temp"])
 def test_binary_garbage_identity_file_is_treated_as_malformed(tmp_path: Path, which: str) -> None:
     files = IdentityFiles(tmp_path / "brokerIdentity")
@@ -193,9 +223,12 @@ def test_binary_garbage_identity_file_is_treated_as_malformed(tmp_path: Path, wh
     assert result is None
 
 
-@pytest.mark.xfail(strict=True, reason="IdentityFiles._parse accepts broker id 0 or negative: registerBroker "
-                   "then fails validation forever and the broker retries registration in a loop instead of "
-                   "saying that the identity file is bad")
+@pytest.mark.xfail(
+    strict=True,
+    reason="IdentityFiles._parse accepts broker id 0 or negative: registerBroker "
+    "then fails validation forever and the broker retries registration in a loop instead of "
+    "saying that the identity file is bad",
+)
 @pytest.mark.parametrize("broker_id", ["0", "-3"])
 def test_identity_with_an_impossible_broker_id_is_malformed(tmp_path: Path, broker_id: str) -> None:
     files = IdentityFiles(tmp_path / "brokerIdentity")

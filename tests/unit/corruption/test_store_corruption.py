@@ -66,10 +66,12 @@ def root(tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------- commitlog tail
-@pytest.mark.parametrize("garbage", [b"\x00" * 700, os.urandom(700), b"\xaa\xbb\xcc\xdd" * 50,
-                                     b"\x00\x00\x01\x00\xbb\xcc\xdd\xee"])  # zeros, noise, magic-like, fake BLANK
-def test_garbage_after_the_last_record_is_cut_and_nothing_before_is_lost(root: Path, garbage: bytes,
-                                                                         caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "garbage", [b"\x00" * 700, os.urandom(700), b"\xaa\xbb\xcc\xdd" * 50, b"\x00\x00\x01\x00\xbb\xcc\xdd\xee"]
+)  # zeros, noise, magic-like, fake BLANK
+def test_garbage_after_the_last_record_is_cut_and_nothing_before_is_lost(
+    root: Path, garbage: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     sent = fill(root, 30)
     last = segments(root)[-1]
     end = last.stat().st_size
@@ -89,7 +91,10 @@ def test_garbage_after_the_last_record_is_cut_and_nothing_before_is_lost(root: P
     finally:
         store.close()
     store = open_store(root)  # and the repair itself survives a restart
-    assert readable(store)[-1] == b"after" and store.max_offset == sent[-1][1] + r.next_offset - r.commit_log_offset
+    assert (
+        readable(store)[-1] == b"after"
+        and store.max_offset == sent[-1][1] + r.next_offset - r.commit_log_offset
+    )
     store.close()
 
 
@@ -126,7 +131,9 @@ def test_segment_truncated_to_nothing_keeps_the_earlier_segments(root: Path) -> 
         store.close()
 
 
-def test_corrupt_record_inside_the_last_segment_cuts_there(root: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_corrupt_record_inside_the_last_segment_cuts_there(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     sent = fill(root, 30)
     victim = sent[-5]
     seg = next(p for p in reversed(segments(root)) if int(p.name) <= victim[0])
@@ -166,10 +173,18 @@ def test_missing_middle_segment_stops_the_broker_process_with_one_error_line(tmp
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             ports.append(s.getsockname()[1])
-    conf.write_text(f"storePathRootDir={root}\nmappedFileSizeCommitLog={SEG}\nmaxMessageSize=1500\n"
-                    f"controllerAddr=127.0.0.1:1\nlistenPort={ports[0]}\nhaListenPort={ports[1]}\n")
-    proc = subprocess.run([sys.executable, "-m", "services.broker", "-c", str(conf)], capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    conf.write_text(
+        f"storePathRootDir={root}\nmappedFileSizeCommitLog={SEG}\nmaxMessageSize=1500\n"
+        f"controllerAddr=127.0.0.1:1\nlistenPort={ports[0]}\nhaListenPort={ports[1]}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "services.broker", "-c", str(conf)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode != 0
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and segs[2].name in errors[0], proc.stdout + proc.stderr
@@ -177,8 +192,18 @@ def test_missing_middle_segment_stops_the_broker_process_with_one_error_line(tmp
 
 
 # ---------------------------------------------------------------------------------- derived files
-@pytest.mark.parametrize("content", [b"", b"garbage", b"\xff\xfe\x00", b'{"confirmOffset": "x"}',
-                                     b'{"confirmOffset": -5}', b'{"confirmOffset": 99999999999}', b"[]"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"garbage",
+        b"\xff\xfe\x00",
+        b'{"confirmOffset": "x"}',
+        b'{"confirmOffset": -5}',
+        b'{"confirmOffset": 99999999999}',
+        b"[]",
+    ],
+)
 def test_garbage_checkpoint_loses_no_confirmed_message(root: Path, content: bytes) -> None:
     sent = fill(root, 20)
     (root / "checkpoint").write_bytes(content)
@@ -202,10 +227,13 @@ def test_lost_consume_queues_are_rebuilt_from_the_commitlog(root: Path) -> None:
         store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="MessageStore.open re-dispatches from the MAX over queues of the last "
-                   "indexed record, so a damaged tail entry of one queue is dropped (ConsumeQueue.open) but never "
-                   "rebuilt when another queue indexes a later record: the message becomes unreadable and the "
-                   "next message of that queue reuses its queue offset")
+@pytest.mark.xfail(
+    strict=True,
+    reason="MessageStore.open re-dispatches from the MAX over queues of the last "
+    "indexed record, so a damaged tail entry of one queue is dropped (ConsumeQueue.open) but never "
+    "rebuilt when another queue indexes a later record: the message becomes unreadable and the "
+    "next message of that queue reuses its queue offset",
+)
 @pytest.mark.parametrize("damage", ["torn-1", "torn-7", "torn-19", "zeroed"])
 def test_damaged_consume_queue_tail_entry_is_rebuilt(root: Path, damage: str) -> None:
     # A crash can leave a partial last entry (torn write), and a power loss a file that kept its new

@@ -46,9 +46,9 @@ def test_missing_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     code, out = invoke("--input", str(tmp_path))
     assert code == 1
-    assert out.strip().splitlines() == [
+    assert out.strip().splitlines() == [(
         "Error: mqctl report runs on Spark, which needs Java 17 or 21: no java on PATH and JAVA_HOME is not set "
-        "(e.g. apt-get install openjdk-17-jre-headless)"]
+        "(e.g. apt-get install openjdk-17-jre-headless)")]
 
 
 def test_unreachable_controller(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def run(tmp_path: Path, cluster: str | None) -> tuple[Any, list[dict[str, Any]],
     transport = httpx.MockTransport(handler)
     with ControllerClient([CONTROLLER], timeout=2, transport=transport) as controller, \
             BrokerClient(2, transport=transport) as brokers:
-        result = collect(controller, brokers, cluster, tmp_path, Console(file=open("/dev/null", "w")), page_size=3)
+        result = collect(controller, brokers, cluster, tmp_path, Console(file=io.StringIO()), page_size=3)
     events = [json.loads(line) for line in (tmp_path / "events" / "events.jsonl").read_text().splitlines()]
     epochs = [json.loads(line) for line in (tmp_path / "epochs" / "epochs.jsonl").read_text().splitlines()]
     return result, events, epochs

@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 
 from spark_reports.errors import MasterUnreachableError, SettingError, SparkSetupError
-from spark_reports.session import (SessionOptions, check_java, check_master_reachable, effective_conf,
-                                   is_local_master, is_loopback_master, package_zip, parse_conf, standalone_hosts)
+from spark_reports.session import (
+    SessionOptions,
+    check_java,
+    check_master_reachable,
+    effective_conf,
+    is_local_master,
+    is_loopback_master,
+    package_zip,
+    parse_conf,
+    standalone_hosts,
+)
 
 
 def test_parse_conf() -> None:

@@ -118,6 +118,6 @@ def test_alter_without_set_and_epoch_without_offset(spark: SparkSession, tmp_pat
 def test_other_spark_failures_are_report_errors(spark: SparkSession) -> None:
     from spark_reports.errors import ReportError
 
-    with pytest.raises(ReportError, match=r"^the Spark job failed: .*(DIVIDE_BY_ZERO|Division by zero)"):
-        with translate_errors(None):
-            spark.sql("SELECT 1 / 0 AS x").collect()
+    with pytest.raises(ReportError, match=r"^the Spark job failed: .*(DIVIDE_BY_ZERO|Division by zero)"), \
+            translate_errors(None):
+        spark.sql("SELECT 1 / 0 AS x").collect()

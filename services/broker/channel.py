@@ -1,0 +1,49 @@
+"""The broker side of the liveness channels: one websocket held open to every controller.
+
+Nothing flows but an occasional ping; the point is the TCP connection itself. When this process dies,
+the kernel closes the sockets and every controller learns at once that the broker is gone (the
+heartbeat timeout remains the detector for a process that hangs or a network that drops packets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import websockets
+
+log = logging.getLogger(__name__)
+
+
+class LivenessChannels:
+    def __init__(self, controller_addresses: list[str], cluster: str, broker_name: str) -> None:
+        self.addresses = controller_addresses
+        self.cluster = cluster
+        self.broker_name = broker_name
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, broker_id: int) -> None:
+        for address in self.addresses:
+            self._tasks.append(asyncio.create_task(self._hold(address, broker_id), name=f"channel-{address}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=2.0)
+        self._tasks.clear()
+
+    async def _hold(self, address: str, broker_id: int) -> None:
+        url = (f"ws://{address}/v1/controller/channel?clusterName={self.cluster}&brokerName={self.broker_name}"
+               f"&brokerId={broker_id}")
+        while True:
+            try:
+                async with websockets.connect(url, open_timeout=3, ping_interval=5, ping_timeout=20) as ws:
+                    await ws.wait_closed()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure: retry; the channel is an optimisation
+                log.debug("liveness channel to %s: %s", address, exc)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(1.0)

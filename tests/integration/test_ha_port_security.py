@@ -1,0 +1,178 @@
+"""The broker's HA (replication) port only serves peers that complete a valid handshake (RocketMQ issue
+#3015: a master that counts acks from any connection can confirm writes no replica holds).
+
+A real master (a real single-node controller behind it) needs two acks per write (inSyncReplicas=2) and
+has no slave. While a write waits for its second ack, raw sockets send the master:
+
+(a) an ack frame with no handshake; (b) a handshake with an unregistered broker id, then an ack;
+(c) a handshake with the master's own id, then an ack; (d) garbage (random bytes, an HTTP request, an
+unknown frame state, a malformed handshake).
+
+Each connection must be closed by the master, the waiting write must still time out
+(FLUSH_SLAVE_TIMEOUT, not PUT_OK), and the master's haStatus must list no slave. Afterwards a real slave
+still replicates and a write is acknowledged.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from services.broker.ha.frames import SLAVE_ACK, SLAVE_HANDSHAKE, TRANSFER, SlaveAck, SlaveHandshake
+from services.common.broker_client import BrokerClient
+from services.common.codes import ResponseCode as RC
+from tests.integration.conftest import FAST_SCANS, poll
+from tests.integration.test_broker import FAST_BROKER, runtime, wait_role
+
+pytestmark = pytest.mark.integration
+
+HA = {
+    **FAST_BROKER,
+    "inSyncReplicas": 2,
+    "totalReplicas": 2,
+    "slaveTimeout": 4000,
+    "haHousekeepingInterval": 3000,
+    "haSendHeartbeatInterval": 300,
+    "checkSyncStateSetPeriod": 500,
+}
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[ControllerCluster]:
+    cluster = ControllerCluster(tmp_path / "controller", size=1, extra=dict(FAST_SCANS))
+    cluster.configure()
+    cluster.start()
+    try:
+        cluster.leader(timeout=60)
+        yield cluster
+    finally:
+        cluster.kill_all()
+
+
+@pytest.fixture
+def brokers() -> Iterator[list[BrokerNode]]:
+    started: list[BrokerNode] = []
+    yield started
+    for node in started:
+        node.kill()
+
+
+def ha_status(node: BrokerNode) -> dict[str, Any]:
+    with BrokerClient(3.0) as client:
+        return dict(client.request(node.address, "GET", "/v1/broker/haStatus").data)
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 4.0) -> bool:
+    """True once the master closes the connection (EOF or reset); False if it is still open at the end.
+    Anything the master sends before closing (it must not send a handshake) is returned in the error."""
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + timeout
+    received = b""
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        if not data:
+            assert not received, f"the master answered an invalid peer with {received[:40]!r}"
+            return True
+        received += data
+    return False
+
+
+def attack(port: int, payload: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=3)
+    sock.sendall(payload)
+    return sock
+
+
+def test_ha_port_drops_peers_without_a_valid_handshake(
+    controller: ControllerCluster, brokers: list[BrokerNode], tmp_path: Path
+) -> None:
+    master = make_broker(tmp_path, "broker-a", 1, controller.addresses, **HA)
+    brokers.append(master)
+    master.start()
+    info = wait_role(master, "MASTER")
+    master_id = info["brokerId"]
+    before = ha_status(master)
+    assert before["slaves"] == []
+
+    # A write that needs a second ack; it waits slaveTimeout (4 s) while the attacks run.
+    outcome: dict[str, Any] = {}
+
+    def put() -> None:
+        with BrokerClient(10.0) as c:
+            outcome["env"] = c.request(
+                master.address,
+                "POST",
+                "/v1/broker/sendMessage",
+                json={"topic": "T", "body": "needs-two-acks"},
+                accept=(RC.FLUSH_SLAVE_TIMEOUT,),
+            )
+
+    writer = threading.Thread(target=put)
+    writer.start()
+    poll(lambda: ha_status(master)["maxOffset"] > 0, 5, "the write to be appended")
+    big = 2**40  # an ack "for everything" (beyond the end is refused as well)
+    end = ha_status(master)["maxOffset"]
+    attacks = {
+        "ack without handshake": SlaveAck(end).encode() + SlaveAck(big).encode(),
+        "unregistered broker id": SlaveHandshake(99).encode() + SlaveAck(end).encode(),
+        "the master's own id": SlaveHandshake(master_id).encode() + SlaveAck(end).encode(),
+        "random bytes": os.urandom(64),
+        "an HTTP request": b"GET /v1/broker/haStatus HTTP/1.1\r\nHost: x\r\n\r\n",
+        "unknown frame state": struct.pack(">iq", 7, end),
+        "malformed handshake": SLAVE_HANDSHAKE.pack(1, 5, 9, 2) + SLAVE_ACK.pack(TRANSFER, end),
+        "negative ack": SLAVE_ACK.pack(TRANSFER, -1),
+    }
+    sockets = {name: attack(master.ha_port, payload) for name, payload in attacks.items()}
+    try:
+        still_open = [name for name, sock in sockets.items() if not closed_by_peer(sock)]
+    finally:
+        for sock in sockets.values():
+            sock.close()
+    writer.join(timeout=15)
+    assert not still_open, f"the master kept these connections open: {still_open}"
+    assert outcome["env"].code == RC.FLUSH_SLAVE_TIMEOUT, (
+        f"a write was acknowledged with no replica holding it: {outcome['env']}"
+    )
+    after = ha_status(master)
+    assert after["slaves"] == [], f"an invalid peer is listed as a slave: {after['slaves']}"
+    assert after["role"] == "MASTER" and after["masterEpoch"] == before["masterEpoch"]
+    log = (master.store_dir / "logs" / "broker.log").read_text()
+    for reason in (
+        "ack before handshake",
+        "broker id 99 is not registered",
+        "cannot replicate from itself",
+        "unexpected slave frame state",
+        "malformed slave handshake",
+    ):
+        assert reason in log, f"no connection was closed for {reason!r}"
+
+    # The port still serves a real slave, whose acks count.
+    slave = make_broker(tmp_path, "broker-a", 2, controller.addresses, **HA)
+    brokers.append(slave)
+    slave.start()
+    wait_role(slave, "SLAVE")
+    poll(
+        lambda: [s["slaveId"] for s in ha_status(master)["slaves"]] == [runtime(slave)["brokerId"]],
+        30,
+        "the real slave to connect",
+    )
+    with BrokerClient(10.0) as client:
+        env = client.request(
+            master.address, "POST", "/v1/broker/sendMessage", json={"topic": "T", "body": "ok"}
+        )
+    assert env.data["status"] == "PUT_OK"
+    poll(lambda: runtime(slave)["maxOffset"] == runtime(master)["maxOffset"], 15, "the slave to catch up")
