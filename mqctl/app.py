@@ -29,6 +29,7 @@ class App:
         self.out = out or Console(highlight=False, soft_wrap=True)
         self.err = err or Console(stderr=True, highlight=False, soft_wrap=True)
         self.timeout = 5.0
+        self.token: str | None = None
 
     # ------------------------------------------------------------------ output
     def print_text(self, text: str) -> None:
@@ -55,10 +56,11 @@ class App:
 
     # ------------------------------------------------------------------ clients
     def controller(self, addresses: str | None) -> ControllerClient:
-        return ControllerClient(parse_addresses(addresses), timeout=self.timeout, transport=self.transport)
+        return ControllerClient(parse_addresses(addresses), timeout=self.timeout, transport=self.transport,
+                                token=self.token)
 
     def brokers(self) -> BrokerClient:
-        return BrokerClient(self.timeout, transport=self.transport)
+        return BrokerClient(self.timeout, transport=self.transport, token=self.token)
 
     # ------------------------------------------------------------------ watch mode
     def watch(self, show: Callable[[], None], interval: float | None, count: int | None,

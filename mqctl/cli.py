@@ -79,8 +79,10 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 @click.version_option(package_name="mqctl", prog_name="mqctl")
 @click.option("--timeout", type=click.FloatRange(0.1, 600), default=5.0, show_default=True,
               help="Seconds to wait for a controller or broker answer (including leader lookup).")
+@click.option("--token", envvar="MQCTL_TOKEN", default=None, metavar="TOKEN",
+              help="Auth token for mutating calls when the cluster has one (or $MQCTL_TOKEN).")
 @click.pass_context
-def cli(ctx: click.Context, timeout: float) -> None:
+def cli(ctx: click.Context, timeout: float, token: str | None) -> None:
     """mqctl: RocketMQ 5 controller mode — Raft controllers, replicated brokers, mqadmin-style admin.
 
     \b
@@ -92,6 +94,7 @@ def cli(ctx: click.Context, timeout: float) -> None:
     """
     app = ctx.ensure_object(App)
     app.timeout = timeout
+    app.token = token
 
 
 @cli.command("help")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from services.broker.broker import Broker, PutOutcome
 from services.broker.commitlog import MessageRecord
 from services.broker.store import Message
+from services.common.auth import install_token_check
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
 from services.common.metrics import mount_metrics
@@ -100,6 +101,7 @@ def create_app(broker: Broker) -> FastAPI:
     install_error_handlers(app)
     b = broker
     P = "/v1/broker"
+    install_token_check(app, lambda: b.config.authToken, frozenset({f"{P}/notifyRoleChanged"}))
 
     @app.post(f"{P}/sendMessage")
     async def send_message(req: SendMessageRequest) -> JSONResponse:

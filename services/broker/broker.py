@@ -38,7 +38,7 @@ class Broker:
         self.io_lock = threading.Lock()
         self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
                                   config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize)
-        self.api = BrokerControllerApi(config.controllerAddr, timeout=3.0)
+        self.api = BrokerControllerApi(config.controllerAddr, timeout=3.0, token=config.authToken or None)
         self.flush: FlushService | None = None
         self.replicas = ReplicasManager(config, self.store, self.api, self.clock, listener=self,
                                         on_fatal=on_fatal)

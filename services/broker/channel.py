@@ -13,12 +13,16 @@ import logging
 
 import websockets
 
+from services.common.auth import auth_headers
+
 log = logging.getLogger(__name__)
 
 
 class LivenessChannels:
-    def __init__(self, controller_addresses: list[str], cluster: str, broker_name: str) -> None:
+    def __init__(self, controller_addresses: list[str], cluster: str, broker_name: str,
+                 token: str | None = None) -> None:
         self.addresses = controller_addresses
+        self.token = token
         self.cluster = cluster
         self.broker_name = broker_name
         self._tasks: list[asyncio.Task[None]] = []
@@ -39,7 +43,8 @@ class LivenessChannels:
                f"&brokerId={broker_id}")
         while True:
             try:
-                async with websockets.connect(url, open_timeout=3, ping_interval=5, ping_timeout=20) as ws:
+                async with websockets.connect(url, open_timeout=3, ping_interval=5, ping_timeout=20,
+                                              additional_headers=auth_headers(self.token)) as ws:
                     await ws.wait_closed()
             except asyncio.CancelledError:
                 raise

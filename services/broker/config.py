@@ -34,6 +34,7 @@ class BrokerConfig:
     flushIntervalCommitLog: int = 500
     syncFlushTimeout: int = 5000
     controllerAddr: str = "127.0.0.1:9878"
+    authToken: str = ""
     syncBrokerMetadataPeriod: int = 5000
     checkSyncStateSetPeriod: int = 5000
     syncControllerMetadataPeriod: int = 10000
@@ -124,7 +125,10 @@ class BrokerConfig:
             raise ConfigError("brokerName and brokerClusterName must be non-empty and must not contain '#'")
 
     def as_properties(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if values["authToken"]:
+            values["authToken"] = "******"
+        return values
 
 
 FIELD_TYPES = {f.name: str(f.type) for f in fields(BrokerConfig)}

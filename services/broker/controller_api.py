@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from services.common.auth import auth_headers
 from services.common.codes import ResponseCode
 from services.common.controller_client import ControllerClient, parse_addresses
 
@@ -14,10 +15,11 @@ log = logging.getLogger(__name__)
 
 
 class BrokerControllerApi:
-    def __init__(self, controller_addr: str, timeout: float = 3.0) -> None:
+    def __init__(self, controller_addr: str, timeout: float = 3.0, token: str | None = None) -> None:
         self.addresses = parse_addresses(controller_addr)
-        self.client = ControllerClient(self.addresses, timeout=timeout)
-        self._heartbeat_client = httpx.Client(timeout=1.0)
+        self.token = token
+        self.client = ControllerClient(self.addresses, timeout=timeout, token=token)
+        self._heartbeat_client = httpx.Client(timeout=1.0, headers=auth_headers(token))
 
     def close(self) -> None:
         self.client.close()

@@ -76,7 +76,7 @@ class ReplicasManager:
         self.registered = False
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
-        self.channels = LivenessChannels(api.addresses, config.brokerClusterName, config.brokerName)
+        self.channels = LivenessChannels(api.addresses, config.brokerClusterName, config.brokerName, api.token)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:

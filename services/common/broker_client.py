@@ -6,15 +6,17 @@ from typing import Any
 
 import httpx
 
+from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
 from services.common.controller_client import ControllerClient, Envelope
 from services.common.errors import RemoteError, UnreachableError, UsageError
 
 
 class BrokerClient:
-    def __init__(self, timeout: float = 5.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, timeout: float = 5.0, transport: httpx.BaseTransport | None = None,
+                 token: str | None = None) -> None:
         self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
-                                    transport=transport)
+                                    transport=transport, headers=auth_headers(token))
 
     def close(self) -> None:
         self._client.close()

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import RemoteError, UnreachableError, UsageError
 
@@ -56,11 +57,11 @@ class Envelope:
 
 class ControllerClient:
     def __init__(self, addresses: list[str], timeout: float = 5.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, token: str | None = None) -> None:
         self.addresses = list(addresses)
         self.timeout = timeout
         self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
-                                    transport=transport)
+                                    transport=transport, headers=auth_headers(token))
         self.leader: str | None = None
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ from fastapi import FastAPI, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.common.auth import install_token_check, token_ok
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
 from services.common.errors import ConfigError
@@ -89,6 +90,9 @@ def create_app(manager: ControllerManager) -> FastAPI:
     install_error_handlers(app)
     m = manager
     P = "/v1/controller"
+    install_token_check(app, lambda: m.config.authToken, frozenset(
+        f"{P}/{name}" for name in ("applyBrokerId", "registerBroker", "heartbeat", "alterSyncStateSet",
+                                   "electMaster", "cleanBrokerData", "config")))
 
     @app.get(f"{P}/metadata")
     async def metadata() -> JSONResponse:
@@ -123,6 +127,9 @@ def create_app(manager: ControllerManager) -> FastAPI:
         """A broker's liveness channel: while it is open the broker's process is up; when the process
         dies its socket closes and the broker is treated as inactive at once (RocketMQ's channel close),
         instead of after the heartbeat timeout."""
+        if not token_ok(m.config.authToken, websocket.headers.get("authorization")):
+            await websocket.close(code=1008)
+            return
         await websocket.accept()
         try:
             while True:

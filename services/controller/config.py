@@ -43,6 +43,7 @@ class ControllerConfig:
     configStorePath: str = ""
     controllerRaftPort: int = -1
     controllerRaftPassword: str = ""
+    authToken: str = ""
     listenAddress: str = ""
     enableElectUncleanMaster: bool = False
     notifyBrokerRoleChanged: bool = True
@@ -112,8 +113,9 @@ class ControllerConfig:
 
     def as_properties(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
-        if values["controllerRaftPassword"]:
-            values["controllerRaftPassword"] = "******"
+        for secret in ("controllerRaftPassword", "authToken"):
+            if values[secret]:
+                values[secret] = "******"
         return values
 
 
@@ -126,7 +128,7 @@ RUNTIME_UPDATABLE = frozenset({
 })
 #: Never updatable remotely (RocketMQ's black list plus our own path and secret settings).
 BLACK_LIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome", "controllerStorePath",
-                        "controllerRaftPassword"})
+                        "controllerRaftPassword", "authToken"})
 
 #: Properties RocketMQ's controller has that we accept and ignore (with a warning).
 IGNORED = frozenset({"controllerType", "mappedFileSize", "controllerThreadPoolNums",

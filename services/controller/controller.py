@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from services.common.auth import auth_headers
 from services.common.clock import Clock, SystemClock
 from services.common.codes import ResponseCode
 from services.common.durable import atomic_write
@@ -79,7 +80,7 @@ class ControllerManager:
         self._loop = asyncio.get_running_loop()
         self._write_lock = asyncio.Lock()
         self._barrier_lock = asyncio.Lock()
-        self._http = httpx.AsyncClient(timeout=3.0)
+        self._http = httpx.AsyncClient(timeout=3.0, headers=auth_headers(self.config.authToken or None))
         self._tasks = [asyncio.create_task(self._heartbeat_scan_loop(), name="heartbeat-scan"),
                        asyncio.create_task(self._inactive_master_scan_loop(), name="inactive-master-scan")]
         if self.raft is not None and self.raft.is_leader():
