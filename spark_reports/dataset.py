@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, StructField, StructType
 
-from spark_reports.errors import DatasetError, ReportError
+from spark_reports.errors import DatasetError, ReportError, spark_messages
 
 EVENT_TYPES = ("APPLY_BROKER_ID", "UPDATE_BROKER_ADDRESS", "ELECT_MASTER", "ALTER_SYNC_STATE_SET",
                "CLEAN_BROKER_DATA")
@@ -150,34 +150,17 @@ def _counts(frame: DataFrame, checks: dict[str, Column], table: str, *extra: Col
 @contextmanager
 def translate_errors(root: str | Path | None) -> Iterator[None]:
     """Turn a failed Spark action into a ReportError (a DatasetError if reading the input failed)."""
-    from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
     try:
         yield
     except (PySparkException, Py4JError) as exc:
-        messages = _java_messages(exc) if isinstance(exc, Py4JJavaError) else [_clean(str(exc))]
-        messages = [m for m in messages if m] or [type(exc).__name__]
-        condition = _condition(exc, messages[0])
+        messages = spark_messages(exc)
+        condition = _condition(exc, next((m for m in messages if m.startswith("[")), ""))
         if root is not None and condition.startswith(READ_ERROR_CONDITIONS):
             raise DatasetError(f"malformed dataset {root}: {_read_error_detail(messages)}") from exc
         raise ReportError(f"the Spark job failed: {messages[-1]}") from exc
-
-
-def _java_messages(exc: BaseException) -> list[str]:
-    """Messages of the Java exception and its causes, outermost first."""
-    result: list[str] = []
-    throwable = getattr(exc, "java_exception", None)
-    while throwable is not None and len(result) < 10:
-        result.append(_clean(str(throwable.getMessage() or "")))
-        throwable = throwable.getCause()
-    return result
-
-
-def _clean(message: str) -> str:
-    first = message.strip().splitlines()[0] if message.strip() else ""
-    first = re.sub(r"\s*SQLSTATE: \w+\s*$", "", first)
-    return first.strip()[:400]
 
 
 def _condition(exc: BaseException, message: str) -> str:
@@ -191,10 +174,11 @@ def _condition(exc: BaseException, message: str) -> str:
 
 def _read_error_detail(messages: list[str]) -> str:
     """``<file>: <the most specific reason>`` from Spark's FAILED_READ_FILE chain."""
-    match = re.search(r"reading file (\S+?)\.?(?:\s|$)", messages[0])
+    reading = next((m for m in messages if "reading file" in m), messages[0])
+    match = re.search(r"reading file (\S+?)\.?(?:\s|$)", reading)
     where = f"{match.group(1).removeprefix('file://')}: " if match else ""
-    if len(messages) == 1:
-        reason = messages[0].split("Encountered error while reading file", 1)[-1]
+    if messages[-1] == reading:
+        reason = reading.split("Encountered error while reading file", 1)[-1]
         reason = re.sub(r"^\s*\S+?\.\s+", "", reason) if where else CONDITION_PREFIX.sub("", reason)
         return f"{where}{reason.strip() or messages[0]}"
     return where + CONDITION_PREFIX.sub("", messages[-1])

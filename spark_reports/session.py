@@ -25,12 +25,12 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from spark_reports.errors import MasterUnreachableError, SettingError, SparkSetupError
+from spark_reports.errors import MasterUnreachableError, SettingError, SparkSetupError, spark_messages
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -160,11 +160,14 @@ def check_master_reachable(master: str, timeout: float = 5.0) -> None:
 
 
 # ---------------------------------------------------------------------- the session
-def effective_conf(options: SessionOptions, log4j_file: Path | None) -> dict[str, str]:
-    """Our defaults, overridden by the user's ``--conf`` (their driver Java options keep ours first)."""
+def effective_conf(options: SessionOptions, log4j_file: Path | None,
+                   preset: Collection[str] = ()) -> dict[str, str]:
+    """Our defaults, except for keys already ``preset`` (by spark-defaults.conf or spark-submit), then the
+    user's ``--conf`` on top (their driver Java options keep ours first)."""
     conf = dict(BASE_CONF)
     if is_loopback_master(options.master):
         conf.update(LOOPBACK_CONF)
+    conf = {k: v for k, v in conf.items() if k not in preset}
     user = dict(options.conf)
     if log4j_file is not None:
         ours = f"-Dlog4j2.configurationFile=file:{log4j_file}"
@@ -180,11 +183,14 @@ def build_session(options: SessionOptions) -> SparkSession:
         check_master_reachable(options.master)
     check_java()
     _prepare_environment(options.master)
-    with tempfile.TemporaryDirectory(prefix="mqctl-report-") as scratch:
-        # log4j2 reads its file once, while the JVM starts; the file can go afterwards.
-        log4j = None if options.verbose else _write_log4j(Path(scratch))
-        log_file = None if options.verbose else (options.log_file or _temp_log_file())
-        spark = _start(options, effective_conf(options, log4j), log_file)
+    if options.master is None:  # under spark-submit: its JVM and settings are already there
+        spark = _start(options, effective_conf(options, None, _running_conf_keys()), None)
+    else:
+        with tempfile.TemporaryDirectory(prefix="mqctl-report-") as scratch:
+            # log4j2 reads its file once, while the JVM starts; the file can go afterwards.
+            log4j = None if options.verbose else _write_log4j(Path(scratch))
+            log_file = None if options.verbose else (options.log_file or _temp_log_file())
+            spark = _start(options, effective_conf(options, log4j, spark_defaults_keys()), log_file)
     spark.sparkContext.setLogLevel("INFO" if options.verbose else "ERROR")
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.WARNING if options.verbose else logging.CRITICAL)
     if options.ship_package and options.master is not None and not is_local_master(options.master):
@@ -193,6 +199,33 @@ def build_session(options: SessionOptions) -> SparkSession:
         atexit.register(shutil.rmtree, shipped, True)
         spark.sparkContext.addPyFile(str(package_zip(shipped)))
     return spark
+
+
+def spark_defaults_keys() -> set[str]:
+    """Keys set in the spark-defaults.conf Spark's launcher will read: our defaults leave them alone."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    directory = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+    path = Path(directory) / "spark-defaults.conf"
+    if not path.is_file():
+        return set()
+    keys = set()
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keys.add(re.split(r"[\s=]", line, maxsplit=1)[0])
+    return keys
+
+
+def _running_conf_keys() -> set[str]:
+    """Settings of the JVM spark-submit started (or of a new one, outside spark-submit)."""
+    from pyspark import SparkConf, SparkContext
+
+    try:
+        SparkContext._ensure_initialized()
+    except Exception as exc:  # pyspark raises several kinds here; all mean "no JVM"
+        raise SparkSetupError(f"Spark did not start: {_first_line(exc)}") from exc
+    return {key for key, _ in SparkConf().getAll()}
 
 
 def _temp_log_file() -> Path:
@@ -225,7 +258,9 @@ def _start(options: SessionOptions, settings: Mapping[str, str], log_file: Path 
     try:
         if log_file is not None:
             _launch_quiet_gateway(conf, log_file)
-        return SparkSession.builder.config(conf=conf).getOrCreate()
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
+        spark.conf.get("spark.sql.session.timeZone")  # builds the session state: bad SQL settings fail here
+        return spark
     except (PySparkException, Py4JError, OSError) as exc:
         raise SparkSetupError(f"Spark did not start: {_first_line(exc)}{_log_hint(log_file)}") from exc
 
@@ -240,26 +275,23 @@ def _launch_quiet_gateway(conf: object, log_file: Path) -> None:
     if SparkContext._gateway is not None:  # a JVM is already running in this process
         return
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    out: IO[bytes] = open(log_file, "ab")  # noqa: SIM115 - the JVM keeps writing to it
+    out: IO[bytes] = open(log_file, "wb")  # noqa: SIM115 - the JVM keeps writing to it
     gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)  # type: ignore[arg-type]
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("at ", "JVM stacktrace")):
-            return line[:500]
-    return type(exc).__name__
+    return spark_messages(exc)[-1]  # the innermost cause says what is wrong
 
 
 def _log_hint(log_file: Path | None) -> str:
+    """The JVM's first own complaint (e.g. "Invalid maximum heap size: -Xmxlots") and where the log is."""
     if log_file is None or not log_file.exists():
         return ""
+    noise = ("WARNING: Using incubator modules", "Setting default log level", "To adjust logging level")
     lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines()]
-    useful = [line for line in lines if line and "incubator modules" not in line]
-    detail = f"; last JVM output: {useful[-1][:300]}" if useful else ""
+    useful = [line for line in lines if line and not line.startswith(noise)]
+    detail = f"; the JVM said: {useful[0][:300]}" if useful else ""
     return f"{detail} (JVM log: {log_file})"
 
 

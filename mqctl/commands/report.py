@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from mqctl import render_report
 from mqctl.app import App, pass_app
 from mqctl.commands.controller import controller_option
 from services.common.errors import MqctlError, UnreachableError, UsageError
+
+if TYPE_CHECKING:
+    from spark_reports.session import SessionOptions
 
 
 @click.command("report")
@@ -88,7 +91,7 @@ def _collect(app: App, controller_address: str | None, cluster: str | None, outp
     return directory
 
 
-def _run(app: App, options: Any, dataset: Path, output: Path, as_of: int | None,
+def _run(app: App, options: SessionOptions, dataset: Path, output: Path, as_of: int | None,
          cluster: str | None) -> dict[str, Any]:
     from spark_reports.pipeline import run_report
     from spark_reports.session import build_session

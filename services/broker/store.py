@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 import re
 import socket
 import struct
@@ -85,6 +86,8 @@ class MessageStore:
         self._round_robin: dict[str, int] = {}
         self._confirm_offset = 0
         self._saved_confirm = -1
+        self._pending: deque[tuple[int, int, str, int, int, str]] = deque()
+        self._queue_offsets_stale = False
         self.reput_offset = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -162,6 +165,9 @@ class MessageStore:
             raise MessageIllegal(f"keys, tags and properties take {props} bytes; at most 32767 are allowed")
 
     def append(self, msg: Message, timestamp: int) -> AppendResult:
+        if self._queue_offsets_stale:
+            self._rebuild_queue_offsets()
+            self._queue_offsets_stale = False
         queue_id = msg.queue_id if msg.queue_id is not None else self._next_queue(msg.topic)
         key = (msg.topic, queue_id)
         queue_offset = self.next_queue_offsets.get(key, 0)
@@ -173,6 +179,7 @@ class MessageStore:
         offset, size = self.commitlog.append_message(msg.topic, queue_id, queue_offset, timestamp, props,
                                                      msg.body)
         self.next_queue_offsets[key] = queue_offset + 1
+        self._pending.append((offset, size, msg.topic, queue_id, queue_offset, msg.tags))
         return AppendResult(message_id(self.store_host, offset), queue_id, queue_offset, offset, offset + size)
 
     def _next_queue(self, topic: str) -> int:
@@ -185,13 +192,15 @@ class MessageStore:
         self.commitlog.write_at(offset, data)
         if self.reput_offset < self.commitlog.min_offset:  # an empty replica that started mid-log
             self.reput_offset = self._confirm_offset = self.commitlog.min_offset
-        for rec in self.commitlog.iter_records(offset, offset + len(data)):
-            key = (rec.topic, rec.queue_id)
-            self.next_queue_offsets[key] = max(self.next_queue_offsets.get(key, 0), rec.queue_offset + 1)
+        # Queue offsets are only needed once this replica becomes master: rebuild them then.
+        self._queue_offsets_stale = True
 
     # ------------------------------------------------------------------ dispatch and truncation
     def dispatch(self) -> None:
         end = min(self._confirm_offset, self.max_offset)
+        if self.reput_offset >= end:
+            return
+        self._dispatch_pending(end)
         if self.reput_offset >= end:
             return
         last = self.reput_offset
@@ -205,6 +214,23 @@ class MessageStore:
             last = self._skip_padding(self.reput_offset, end)
         self.reput_offset = last
 
+    def _dispatch_pending(self, end: int) -> None:
+        """Dispatch records this broker appended itself from memory (no re-read), in log order; a gap
+        can only be end-of-segment padding."""
+        pending, size = self._pending, self.commitlog.segment_size
+        while pending and pending[0][0] < self.reput_offset:
+            pending.popleft()
+        while pending:
+            offset, length, topic, queue_id, queue_offset, tags = pending[0]
+            if offset + length > end:
+                break
+            if offset != self.reput_offset and not (offset % size == 0 and offset > self.reput_offset):
+                pending.clear()  # not contiguous: let the scanning path take over
+                return
+            self.queues.dispatch(topic, queue_id, queue_offset, offset, length, tags)
+            self.reput_offset = offset + length
+            pending.popleft()
+
     def _skip_padding(self, offset: int, end: int) -> int:
         size = self.commitlog.segment_size
         boundary = offset - offset % size + size
@@ -212,6 +238,7 @@ class MessageStore:
 
     def truncate(self, offset: int) -> None:
         """Cut the log, its consume queues and epochs at ``offset``, durably; confirmOffset follows."""
+        self._pending.clear()
         self.commitlog.truncate(offset)
         fault_point("during_truncate")
         self.queues.truncate(offset)

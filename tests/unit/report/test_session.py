@@ -19,6 +19,7 @@ from spark_reports.session import (
     is_loopback_master,
     package_zip,
     parse_conf,
+    spark_defaults_keys,
     standalone_hosts,
 )
 
@@ -110,3 +111,15 @@ def test_package_zip(tmp_path: Path) -> None:
     assert "spark_reports/jobs/epoch_history.py" in names and "spark_reports/session.py" in names
     assert all(n.startswith("spark_reports/") and n.endswith(".py") for n in names)
     assert os.path.getsize(tmp_path / "spark_reports.zip") < 200_000
+
+
+def test_spark_defaults_conf_keeps_its_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# mine\nspark.ui.enabled  true\nspark.sql.session.timeZone=Europe/Paris\n\n", encoding="utf-8")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    preset = spark_defaults_keys()
+    assert preset == {"spark.ui.enabled", "spark.sql.session.timeZone"}
+    conf = effective_conf(SessionOptions(master="local[2]", conf={"spark.ui.enabled": "false"}), None, preset)
+    assert "spark.sql.session.timeZone" not in conf  # left to spark-defaults.conf
+    assert conf["spark.ui.enabled"] == "false"  # --conf always wins
+    assert conf["spark.ui.showConsoleProgress"] == "false"

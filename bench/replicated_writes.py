@@ -1,0 +1,119 @@
+"""Replicated write throughput and latency: one group of 3 with allAckInSyncStateSet=true, against a
+single unreplicated broker measured in the same run.
+
+    python -m bench.replicated_writes [--seconds 10] [--batch 100] [--size 1024] [--producers 4]
+
+Each case: producers (threads, one HTTP connection each) send batches of ``--batch`` messages of
+``--size`` bytes as fast as the broker acknowledges them; msg/s counts PUT_OK messages only. Then the
+same at half the measured maximum rate, for the ack latency distribution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import summary, table, write_result
+from mqctl.devcluster import DevCluster
+from tests.chaos.harness import free_base_port
+
+
+def start(root: Path, replicas: int, flush: str) -> DevCluster:
+    cluster = DevCluster.create(root, 3, 1, replicas, free_base_port())
+    for node in cluster.brokers():
+        conf = cluster.conf_file(node)
+        text = conf.read_text().replace("flushIntervalCommitLog=200", "flushIntervalCommitLog=500")
+        conf.write_text(text + f"flushDiskType={flush}\nlogLevel=WARNING\n")
+    for node in cluster.controllers():
+        conf = cluster.conf_file(node)
+        conf.write_text(conf.read_text() + "logLevel=WARNING\n")
+    cluster.up(timeout=120)
+    return cluster
+
+
+def drive(address: str, seconds: float, batch: int, size: int, producers: int,
+          rate: float | None = None) -> dict[str, Any]:
+    body = "x" * size
+    payload = {"messages": [{"topic": "Bench", "body": body} for _ in range(batch)]}
+    stop = time.monotonic() + seconds
+    acked = [0] * producers
+    latencies: list[list[float]] = [[] for _ in range(producers)]
+    statuses: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def worker(i: int) -> None:
+        interval = producers * batch / rate if rate else 0.0
+        next_at = time.monotonic()
+        with httpx.Client(timeout=10.0) as client:
+            while time.monotonic() < stop:
+                if interval:
+                    wait = next_at - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                    next_at += interval
+                t0 = time.perf_counter()
+                r = client.post(f"http://{address}/v1/broker/sendMessages", json=payload)
+                latencies[i].append((time.perf_counter() - t0) * 1000)
+                status = r.json()["data"]["status"]
+                with lock:
+                    statuses[status] = statuses.get(status, 0) + 1
+                if status == "PUT_OK":
+                    acked[i] += batch
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(producers)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    lat = [x for per in latencies for x in per]
+    return {"msgPerSec": sum(acked) / elapsed, "statuses": statuses, "ackLatencyMs": summary(lat)}
+
+
+def case(name: str, replicas: int, flush: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    cluster = start(root / name, replicas, flush)
+    try:
+        master = cluster.master_of("broker-a")
+        assert master is not None
+        drive(master.address, 2, args.batch, args.size, args.producers)  # warm-up
+        peak = drive(master.address, args.seconds, args.batch, args.size, args.producers)
+        half = drive(master.address, args.seconds, args.batch, args.size, args.producers,
+                     rate=peak["msgPerSec"] / 2)
+        single = drive(master.address, min(args.seconds, 5), 1, args.size, 1)
+    finally:
+        cluster.down(grace=5)
+    return {"case": name, "replicas": replicas, "flush": flush, "msgPerSec": peak["msgPerSec"],
+            "p50Ms": peak["ackLatencyMs"]["p50"], "p99Ms": peak["ackLatencyMs"]["p99"],
+            "halfRateMsgPerSec": half["msgPerSec"], "halfRateP99Ms": half["ackLatencyMs"]["p99"],
+            "unbatchedMsgPerSec": single["msgPerSec"], "unbatchedP50Ms": single["ackLatencyMs"]["p50"],
+            "statuses": peak["statuses"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--producers", type=int, default=4)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-"))
+    rows = [case("single broker, ASYNC_FLUSH", 1, "ASYNC_FLUSH", args, root),
+            case("3 replicas allAck, ASYNC_FLUSH", 3, "ASYNC_FLUSH", args, root),
+            case("3 replicas allAck, SYNC_FLUSH", 3, "SYNC_FLUSH", args, root)]
+    ratio = rows[1]["msgPerSec"] / rows[0]["msgPerSec"]
+    print(table(rows, ["case", "msgPerSec", "p50Ms", "p99Ms", "halfRateP99Ms", "unbatchedMsgPerSec",
+                       "unbatchedP50Ms"]))
+    print(f"\nreplicated / single (same run): {ratio:.2f}x")
+    path = write_result("replicated_writes", {"args": vars(args), "cases": rows, "replicatedOverSingle": ratio})
+    print(f"result: {path}")
+
+
+if __name__ == "__main__":
+    main()
