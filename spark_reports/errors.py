@@ -53,7 +53,7 @@ def spark_messages(exc: BaseException) -> list[str]:
         try:
             messages.append(clean_message(str(throwable.getMessage() or "")))
             throwable = throwable.getCause()
-        except Exception:  # the JVM may be gone; what we have is enough
+        except Exception:  # noqa: BLE001 - the JVM may be gone; what we have is enough
             break
     unique = [m for i, m in enumerate(messages) if m and m not in messages[:i]]
     return unique or [type(exc).__name__]
