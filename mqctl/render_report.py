@@ -42,12 +42,13 @@ def show_report(app: App, fmt: str, summary: dict[str, Any]) -> None:
 
 def _elections(groups: list[dict[str, Any]], as_of: int, caption: str | None) -> Table:
     table = Table(title=f"Masters and elections as of {utc(as_of)}", title_justify="left", caption=caption)
-    for name in ("Cluster", "Broker", "Master", "Epoch", "Elected", "Failovers", "Unclean", "Admin", "Failed",
-                 "Mean tenure", "Max tenure", "Current tenure"):
-        table.add_column(name, justify="left" if name in ("Cluster", "Broker") else "right")
+    _name_columns(table, groups)
+    for name in ("Master (epoch)", "Elected", "Failovers", "Unclean", "Admin", "Failed", "Mean tenure",
+                 "Max tenure", "Current tenure"):
+        table.add_column(name, justify="right")
     for g in groups:
         master = "-" if g["currentMasterBrokerId"] is None else str(g["currentMasterBrokerId"])
-        table.add_row(g["clusterName"], g["brokerName"], master, _text(g["currentMasterEpoch"]),
+        table.add_row(g["clusterName"], g["brokerName"], f"{master} ({_text(g['currentMasterEpoch'])})",
                       str(g["masterEpochs"]), _count(g["failovers"], "yellow"), _count(g["uncleanElections"], "red"),
                       str(g["adminElections"]), _count(g["failedElections"], "red"), duration(g["meanTenureMs"]),
                       duration(g["maxTenureMs"]), duration(g["currentTenureMs"]))
@@ -56,8 +57,9 @@ def _elections(groups: list[dict[str, Any]], as_of: int, caption: str | None) ->
 
 def _replication(groups: list[dict[str, Any]], caption: str | None) -> Table:
     table = Table(title="Replication", title_justify="left", caption=caption)
-    for name in ("Cluster", "Broker", "Replicas", "Shrinks", "Expands", "Under-replicated", "Divergent epochs"):
-        table.add_column(name, justify="left" if name in ("Cluster", "Broker", "Divergent epochs") else "right")
+    _name_columns(table, groups)
+    for name in ("Replicas", "Shrinks", "Expands", "Under-replicated", "Divergent epochs"):
+        table.add_column(name, justify="left" if name == "Divergent epochs" else "right")
     for g in groups:
         divergent = ", ".join(str(e) for e in g["divergentEpochs"])
         table.add_row(g["clusterName"], g["brokerName"], str(g["replicas"]), str(g["shrinkCount"]),
@@ -78,6 +80,13 @@ def _cluster(cluster: dict[str, Any]) -> Table:
     ranked = [r for r in cluster["failoverRanking"] if r["failovers"]][:5]
     table.add_row("most failovers", "; ".join(f"{r['clusterName']}/{r['brokerName']} ({r['failovers']})" for r in ranked) or "-")
     return table
+
+
+def _name_columns(table: Table, groups: list[dict[str, Any]]) -> None:
+    """Cluster and broker names are what a reader looks for: other columns shrink first."""
+    for title, key in (("Cluster", "clusterName"), ("Broker", "brokerName")):
+        widest = max((len(g[key]) for g in groups), default=len(title))
+        table.add_column(title, no_wrap=True, min_width=min(max(widest, len(title)), 24))
 
 
 def _count(value: int, style: str) -> Text:

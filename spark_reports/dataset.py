@@ -85,8 +85,9 @@ def _read_table(spark: SparkSession, root: str | Path, name: str, schema: Struct
     if not directory.is_dir():
         raise DatasetError(f"malformed dataset {root}: no {name}/ directory (expected events/ and epochs/ "
                            "holding *.jsonl or *.parquet files)")
-    jsonl = sorted(str(p) for p in directory.rglob("*.jsonl"))
-    parquet = sorted(str(p) for p in directory.rglob("*.parquet"))
+    # absolute paths: on a cluster, executors resolve relative ones against their own working directory
+    jsonl = sorted(str(p) for p in directory.resolve().rglob("*.jsonl") if p.is_file())
+    parquet = sorted(str(p) for p in directory.resolve().rglob("*.parquet") if p.is_file())
     if not jsonl and not parquet:
         raise DatasetError(f"malformed dataset {root}: {directory} holds no *.jsonl or *.parquet file")
     frames = []

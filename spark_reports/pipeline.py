@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from spark_reports import render
 from spark_reports.charts import GroupTimeline
 from spark_reports.dataset import DatasetStats, load, translate_errors, validate
-from spark_reports.jobs.epoch_history import KEY, compute, timeline
+from spark_reports.jobs.epoch_history import KEY, cluster_summary, compute, timeline
 
 #: Timelines are drawn for this many groups (the most failovers first), each with its latest changes.
 TIMELINE_GROUPS = 50
@@ -50,14 +50,13 @@ def run_report(spark: SparkSession, input_dir: str | Path, output_dir: str | Pat
     as_of = as_of_ms if as_of_ms is not None else max(now_ms(), stats.max_timestamp or 0)
     timings["validate"] = time.monotonic() - started
     with translate_errors(input_dir):
-        groups_df, cluster_df = compute(data.events, data.epochs, as_of)
-        groups_df = groups_df.cache()
+        groups_df = compute(data.events, data.epochs, as_of)[0].cache()  # small: one row per group
         try:
             groups = [row.asDict(recursive=True) for row in groups_df.orderBy(*KEY).collect()]
-            cluster_row = cluster_df.first()
+            cluster_row = cluster_summary(groups_df).first()  # from the cache, not the events again
             timings["job"] = time.monotonic() - started - timings["validate"]
             timelines = _timelines(data.events, groups, as_of)
-            groups_df.coalesce(1).write.mode("overwrite").parquet(str(output / render.PARQUET_NAME))
+            groups_df.coalesce(1).write.mode("overwrite").parquet(str(output.resolve() / render.PARQUET_NAME))
         finally:
             groups_df.unpersist()
     assert cluster_row is not None  # a global aggregation always yields one row

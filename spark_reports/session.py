@@ -252,9 +252,11 @@ def _start(options: SessionOptions, settings: Mapping[str, str], log_file: Path 
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
-    conf = SparkConf().setAppName(options.app_name).setAll(list(settings.items()))
+    conf = SparkConf().setAll(list(settings.items()))
     if options.master is not None:
         conf.setMaster(options.master)
+    if options.master is not None or not conf.contains("spark.app.name"):  # keep spark-submit's --name
+        conf.setAppName(options.app_name)
     try:
         if log_file is not None:
             _launch_quiet_gateway(conf, log_file)

@@ -65,7 +65,7 @@ class RoleChangedRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     masterBrokerId: int | None = None
     masterAddress: str | None = None
-    masterEpoch: int = Field(ge=0)
+    masterEpoch: int = Field(ge=0, le=2**31 - 1)
     syncStateSetEpoch: int = 0
     syncStateSet: list[int] = Field(default_factory=list)
 

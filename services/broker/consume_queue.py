@@ -37,14 +37,18 @@ class ConsumeQueue:
     fd: int = -1
     count: int = 0
     dirty: bool = False
+    repaired: bool = False
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(self.fd).st_size
-        if size % ENTRY_SIZE:
-            os.ftruncate(self.fd, size - size % ENTRY_SIZE)
         self.count = size // ENTRY_SIZE
+        while self.count and self.get(self.count - 1) is None:  # zero-filled tail after a power loss
+            self.count -= 1
+        if self.count * ENTRY_SIZE != size:  # a torn or zeroed tail: cut it; the store re-dispatches it
+            os.ftruncate(self.fd, self.count * ENTRY_SIZE)
+            self.repaired = True
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -110,6 +114,7 @@ class ConsumeQueueStore:
         if cq is None and create:
             cq = self._open(topic, queue_id)
             fsync_dir(cq.path.parent)
+            fsync_dir(self.root)
         return cq
 
     def dispatch(self, topic: str, queue_id: int, queue_offset: int, phys: int, size: int, tags: str) -> None:

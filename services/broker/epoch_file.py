@@ -73,6 +73,13 @@ def decode_epoch_file(text: str) -> list[tuple[int, int]] | None:
     return pairs
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
 class EpochFileCache:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
@@ -89,7 +96,9 @@ class EpochFileCache:
             return True
         for candidate in (self.path, self.backup_path):
             assert candidate is not None
-            pairs = decode_epoch_file(candidate.read_text()) if candidate.exists() else None
+            pairs = decode_epoch_file(_read_text(candidate)) if candidate.exists() else None
+            if pairs is None and candidate.exists():
+                log.warning("epoch file %s is damaged (count or CRC mismatch)", candidate)
             if pairs:
                 self._set(pairs)
                 return True

@@ -57,8 +57,11 @@ class IdentityFiles:
     @staticmethod
     def _parse(path: Path, parts_wanted: int) -> Identity | None:
         try:
-            parts = path.read_text(encoding="utf-8").strip().split("#")
+            parts = path.read_bytes().decode("utf-8").strip().split("#")
         except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            log.error("ignoring unreadable identity file %s: %s", path, exc)
             return None
         if len(parts) != parts_wanted or not parts[0] or not parts[1]:
             log.error("ignoring malformed identity file %s", path)
@@ -66,6 +69,8 @@ class IdentityFiles:
         try:
             broker_id = int(parts[2])
         except ValueError:
+            broker_id = 0
+        if broker_id < 1:
             log.error("ignoring identity file %s: bad broker id %r", path, parts[2])
             return None
         check = parts[3] if parts_wanted == 4 else ""

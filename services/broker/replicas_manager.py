@@ -137,15 +137,20 @@ class ReplicasManager:
             except MqctlError as exc:
                 log.warning("registration with the controller (%s) failed at step %s: %s; retrying in %.1fs",
                             self.config.controllerAddr, self.registrar.state.value, exc, delay)
-                await asyncio.sleep(delay + random.random() * 0.2)
-                delay = min(delay * 2, 5.0)
-                continue
-            self.broker_id = self.registrar.broker_id
-            self.registered = True
-            CONTEXT["id"] = self.broker_id
-            log.info("registered with the controller as %s/%s broker id %s", self.config.brokerClusterName,
-                     self.config.brokerName, self.broker_id)
-            return answer
+            except Exception as exc:  # never let registration die silently
+                log.exception("registration failed unexpectedly")
+                if self.on_fatal is not None:
+                    self.on_fatal(f"registration failed: {type(exc).__name__}: {exc}")
+                return None
+            else:
+                self.broker_id = self.registrar.broker_id
+                self.registered = True
+                CONTEXT["id"] = self.broker_id
+                log.info("registered with the controller as %s/%s broker id %s", self.config.brokerClusterName,
+                         self.config.brokerName, self.broker_id)
+                return answer
+            await asyncio.sleep(delay + random.random() * 0.2)
+            delay = min(delay * 2, 5.0)
 
     # ------------------------------------------------------------------ heartbeats and metadata pull
     def heartbeat_body(self) -> dict[str, Any]:

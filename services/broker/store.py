@@ -85,7 +85,7 @@ class MessageStore:
         self.next_queue_offsets: dict[tuple[str, int], int] = {}
         self._round_robin: dict[str, int] = {}
         self._confirm_offset = 0
-        self._saved_confirm = -1
+        self._saved_confirm: object = None
         self._pending: deque[tuple[int, int, str, int, int, str]] = deque()
         self._queue_offsets_stale = False
         self.reput_offset = 0
@@ -100,9 +100,18 @@ class MessageStore:
         self.epochs.truncate_suffix_by_offset(self.commitlog.max_offset + 1)
         self.queues.load()
         self.queues.truncate(self.commitlog.max_offset)
-        dispatched = self.queues.dispatched_end()
-        self.reput_offset = dispatched if dispatched >= 0 else self.commitlog.min_offset
-        self._confirm_offset = min(max(self._load_checkpoint(), self.reput_offset), self.commitlog.max_offset)
+        checkpoint = self._load_checkpoint()
+        # Re-dispatch from the last offset known to be indexed durably by *every* queue (the checkpoint
+        # is written after the queues are fsynced); re-dispatching is idempotent.
+        dispatched = checkpoint.get("dispatchedOffset", -1)
+        if dispatched < 0 or dispatched > self.queues.dispatched_end():
+            dispatched = self.commitlog.min_offset
+        for cq in self.queues.queues.values():
+            if cq.repaired:  # its damaged tail must be indexed again
+                dispatched = min(dispatched, cq.last_end() if cq.count else self.commitlog.min_offset)
+        self.reput_offset = min(max(dispatched, self.commitlog.min_offset), self.commitlog.max_offset)
+        confirm = max(checkpoint.get("confirmOffset", 0), self.queues.dispatched_end())
+        self._confirm_offset = min(confirm, self.commitlog.max_offset)
         self._rebuild_queue_offsets()
         self.dispatch()
 
@@ -111,11 +120,12 @@ class MessageStore:
         self.commitlog.close()
         self.queues.close()
 
-    def _load_checkpoint(self) -> int:
+    def _load_checkpoint(self) -> dict[str, int]:
         try:
-            return int(json.loads(self.checkpoint_path.read_text())["confirmOffset"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return 0
+            doc = json.loads(self.checkpoint_path.read_text())
+            return {k: int(doc[k]) for k in ("confirmOffset", "dispatchedOffset") if k in doc}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
 
     def _rebuild_queue_offsets(self) -> None:
         self.next_queue_offsets = {key: cq.count for key, cq in self.queues.queues.items()}
@@ -246,7 +256,7 @@ class MessageStore:
         self.reput_offset = min(self.reput_offset, offset)
         self._confirm_offset = min(self._confirm_offset, offset)
         self._rebuild_queue_offsets()
-        self._save_checkpoint(force=True)
+        self._save_checkpoint(force=True, dispatched=self.reput_offset)
 
     # ------------------------------------------------------------------ reads
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> GetResult:
@@ -284,12 +294,16 @@ class MessageStore:
 
     # ------------------------------------------------------------------ durability
     def flush(self) -> int:
+        dispatched = self.reput_offset  # read before the fsyncs: everything below it is then durable
         flushed = self.commitlog.flush()
         self.queues.flush()
-        self._save_checkpoint()
+        self._save_checkpoint(dispatched=min(dispatched, flushed))
         return flushed
 
-    def _save_checkpoint(self, force: bool = False) -> None:
-        if force or self._confirm_offset != self._saved_confirm:
-            atomic_write(self.checkpoint_path, json.dumps({"confirmOffset": self._confirm_offset}))
-            self._saved_confirm = self._confirm_offset
+    def _save_checkpoint(self, force: bool = False, dispatched: int | None = None) -> None:
+        marker = (self._confirm_offset, dispatched)
+        if force or marker != self._saved_confirm:
+            doc = {"confirmOffset": self._confirm_offset,
+                   "dispatchedOffset": self.reput_offset if dispatched is None else dispatched}
+            atomic_write(self.checkpoint_path, json.dumps(doc))
+            self._saved_confirm = marker

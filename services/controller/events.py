@@ -9,6 +9,7 @@ replica records the same time.
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -108,10 +109,12 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 
 
 def encode_entry(events: list[Event], request_id: str) -> str:
-    """One Raft log entry: a batch of events applied atomically, tagged with a request id for dedup."""
+    """One Raft log entry: a batch of events applied atomically, tagged with a request id for dedup and
+    a CRC of the events (checked when a node starts from its journal)."""
+    body = [e.to_dict() for e in events]
+    crc = zlib.crc32(json.dumps(body, separators=(",", ":")).encode("utf-8"))
     return json.dumps(
-        {"v": LOG_FORMAT_VERSION, "kind": "events", "reqId": request_id,
-         "events": [e.to_dict() for e in events]},
+        {"v": LOG_FORMAT_VERSION, "kind": "events", "reqId": request_id, "events": body, "crc": crc},
         separators=(",", ":"),
     )
 

@@ -163,6 +163,8 @@ class ReplicasInfoManager:
     def get_next_broker_id(self, cluster: str, broker_name: str) -> ControllerResult:
         bs = self.broker_sets.get(broker_name)
         next_id = bs.nextAssignBrokerId if bs else 1
+        while bs is not None and next_id in bs.brokers:
+            next_id += 1  # an id applied out of order must never be offered again
         return ControllerResult(data={"clusterName": cluster, "brokerName": broker_name, "nextBrokerId": next_id})
 
     def get_replica_info(self, broker_name: str) -> ControllerResult:

@@ -532,12 +532,6 @@ def test_unknown_routes_and_methods_answer_with_the_envelope(services: SimpleNam
                 check_envelope(response.status_code, response.json(), f"{method} {path}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="notifyRoleChanged accepts a masterEpoch the HA wire format cannot carry "
-    "(epochs are 4-byte ints in the handshake and transfer frames): the broker records it and "
-    "every later replication handshake fails",
-)
 def test_broker_refuses_an_epoch_the_replication_protocol_cannot_carry(services: SimpleNamespace) -> None:
     b: BrokerUnderTest = services.broker
     with get_client(b.app) as client:

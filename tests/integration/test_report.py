@@ -258,3 +258,13 @@ def test_live_report_after_a_failover(live_cluster: LocalCluster, tmp_path: Path
         assert (tmp_path / "report" / name).exists()
     assert "FAILOVER at" in (tmp_path / "report" / "report.html").read_text()
     assert elapsed < 120
+
+
+def test_a_jvm_that_cannot_start_is_one_line(tmp_path: Path) -> None:
+    dataset = history_dataset(tmp_path / "dataset")
+    result = run_cli("report", "--input", str(dataset), "--output", str(tmp_path / "out"),
+                     "--conf", "spark.driver.memory=lots", timeout=120)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: Spark did not start: ") and "Invalid maximum heap size: -Xmxlots" in last
+    assert last.endswith(f"(JVM log: {tmp_path / 'out' / 'spark-driver.log'})")

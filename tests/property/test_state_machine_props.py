@@ -515,12 +515,6 @@ def test_apply_of_any_well_typed_event_sequence_never_raises(events: list[Event]
 
 
 # ---------------------------------------------------------------------------------- known bug
-@pytest.mark.xfail(
-    strict=True,
-    reason="getNextBrokerId can answer an id that is already registered "
-    "(nextAssignBrokerId counts ids added, it is not max id + 1): a broker that followed the "
-    "registration steps is refused forever",
-)
 def test_get_next_broker_id_never_answers_a_registered_id() -> None:
     m = ReplicasInfoManager()
 

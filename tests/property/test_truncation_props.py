@@ -249,12 +249,6 @@ TestReplicationModel = ReplicationModel.TestCase
 
 
 # ---------------------------------------------------------------------------------- known bug
-@pytest.mark.xfail(
-    strict=True,
-    reason="decide_truncation refuses (Unreconcilable) a replica whose log is "
-    "empty but whose epoch file holds an epoch the master never saw; there is nothing to "
-    "reconcile, yet replication stops until an operator wipes the store",
-)
 @pytest.mark.parametrize("master_max", [0, 500])
 def test_empty_replica_with_an_unknown_epoch_can_replicate(master_max: int) -> None:
     # Broker A started first and elected itself (epoch 1, entry (1, 0)); nothing was written. A went

@@ -161,7 +161,7 @@ class HAService:
         try:
             env = await asyncio.to_thread(self.api.client.call, "GET", "/v1/controller/syncStateData",
                                           params={"brokerName": [self.config.brokerName]})
-        except MqctlError:
+        except (MqctlError, RuntimeError):
             return
         for entry in env.data["brokers"]:
             count = len(entry["inSyncReplicas"]) + len(entry["notInSyncReplicas"])
@@ -338,7 +338,7 @@ class HAService:
         try:
             bs = await asyncio.to_thread(self.api.client.call, "GET", "/v1/controller/syncStateData",
                                          params={"brokerName": [self.config.brokerName]})
-        except MqctlError as exc:
+        except (MqctlError, RuntimeError) as exc:
             log.warning("cannot check slave id %d with the controller: %s", broker_id, exc)
             return False
         for entry in bs.data["brokers"]:
@@ -401,6 +401,9 @@ class HAService:
             await self._close(conn, str(exc) or type(exc).__name__)
         except asyncio.CancelledError:
             pass
+        except Exception as exc:  # never leave a half-dead connection behind
+            log.exception("replication to slave %s failed", conn.slave_id)
+            await self._close(conn, f"{type(exc).__name__}: {exc}")
 
     def _epochs_snapshot(self) -> list[EpochEntry]:
         return self.store.epochs.entries()

@@ -43,9 +43,9 @@ def entries_with_end(pairs: list[tuple[int, int]] | list[EpochEntry], last_end: 
 def decide_truncation(local: list[EpochEntry], local_min: int, local_max: int,
                       master: MasterHandshake) -> int:
     """Where the slave must cut its log before replicating (== local_max when nothing is cut)."""
+    if local_max == local_min:
+        return local_max  # an empty replica has nothing to reconcile, whatever epochs it remembers
     if not local:
-        if local_max == local_min:
-            return local_max  # a new, empty replica
         raise Unreconcilable(f"this replica has data ({local_min}..{local_max}) but no epoch entries, so it "
                              f"cannot tell which of it the master agrees with. {WAY_OUT}")
     if not master.entries:

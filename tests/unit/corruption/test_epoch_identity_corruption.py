@@ -59,12 +59,6 @@ def test_damaged_main_epoch_file_falls_back_to_the_backup(tmp_path: Path, kind: 
     assert [(e.epoch, e.start_offset) for e in cache.entries()] == [(1, 0), (2, 100)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EpochFileCache.load reads the file with read_text(): a main file that "
-    "is not UTF-8 raises UnicodeDecodeError instead of falling back to the .bak, and the broker "
-    "fails to start with an error that does not name the file",
-)
 def test_binary_garbage_in_the_main_epoch_file_falls_back_to_the_backup(tmp_path: Path) -> None:
     path = epoch_file(tmp_path, [(1, 0), (2, 100), (3, 250)])
     damage(path, "binary")
@@ -203,13 +197,6 @@ def test_identity_of_another_broker_is_refused(tmp_path: Path) -> None:
     assert reg.state is RegisterState.INITIAL
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="IdentityFiles._parse reads with read_text(encoding='utf-8') and only "
-    "catches FileNotFoundError: a non-UTF-8 identity file raises UnicodeDecodeError, which "
-    "ReplicasManager._register_until_done does not catch: the registration task dies and the "
-    "broker stays FENCED with no error line",
-)
 @pytest.mark.parametrize("which", ["identity", "temp"])
 def test_binary_garbage_identity_file_is_treated_as_malformed(tmp_path: Path, which: str) -> None:
     files = IdentityFiles(tmp_path / "brokerIdentity")
@@ -223,12 +210,6 @@ def test_binary_garbage_identity_file_is_treated_as_malformed(tmp_path: Path, wh
     assert result is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="IdentityFiles._parse accepts broker id 0 or negative: registerBroker "
-    "then fails validation forever and the broker retries registration in a loop instead of "
-    "saying that the identity file is bad",
-)
 @pytest.mark.parametrize("broker_id", ["0", "-3"])
 def test_identity_with_an_impossible_broker_id_is_malformed(tmp_path: Path, broker_id: str) -> None:
     files = IdentityFiles(tmp_path / "brokerIdentity")

@@ -201,8 +201,8 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "dump-garbage": lambda raft: (raft / "raft.dump").write_bytes(b"garbage\xff" * 10),
     "dump-truncated": lambda raft: cut_half(raft / "raft.dump"),
 }
-#: Damage that today neither recovers nor fails cleanly (see the xfail reason).
-BROKEN = {
+#: Damage that once neither recovered nor failed cleanly (kept as regression cases).
+_FIXED = {
     "journal-garbage": "exits 1 with 'Error: unexpected error: unpack requires a buffer of 4 bytes', which does "
     "not name raft.journal (or hangs)",
     "journal-empty": "exits 1 with 'Error: unexpected ValueError: cannot mmap an empty file', not naming "
@@ -220,13 +220,7 @@ BROKEN = {
 @pytest.mark.parametrize(
     "damage",
     [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(strict=True, reason=f"controller with a damaged {name}: {BROKEN[name]}"),
-        )
-        if name in BROKEN
-        else name
-        for name in DAMAGE
+        name for name in DAMAGE
     ],
 )
 def test_damaged_raft_store_recovers_or_fails_naming_the_file(

@@ -227,13 +227,6 @@ def test_lost_consume_queues_are_rebuilt_from_the_commitlog(root: Path) -> None:
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MessageStore.open re-dispatches from the MAX over queues of the last "
-    "indexed record, so a damaged tail entry of one queue is dropped (ConsumeQueue.open) but never "
-    "rebuilt when another queue indexes a later record: the message becomes unreadable and the "
-    "next message of that queue reuses its queue offset",
-)
 @pytest.mark.parametrize("damage", ["torn-1", "torn-7", "torn-19", "zeroed"])
 def test_damaged_consume_queue_tail_entry_is_rebuilt(root: Path, damage: str) -> None:
     # A crash can leave a partial last entry (torn write), and a power loss a file that kept its new

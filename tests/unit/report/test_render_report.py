@@ -41,7 +41,7 @@ def test_json_is_the_summary() -> None:
 def test_tables() -> None:
     text = render("table", summary())
     assert "Masters and elections as of 1970-01-01 00:00:00Z" in text
-    assert "│ DefaultCluster │ broker-0 │      2 │     2 │" in text
+    assert "│ DefaultCluster │ broker-0 │          2 (2) │       2 │" in text
     assert "1.5 min" in text and "4.0 s" in text
     assert "most failovers   │ DefaultCluster/broker-0 (1)" in text
 

@@ -123,3 +123,28 @@ def test_spark_defaults_conf_keeps_its_settings(monkeypatch: pytest.MonkeyPatch,
     assert "spark.sql.session.timeZone" not in conf  # left to spark-defaults.conf
     assert conf["spark.ui.enabled"] == "false"  # --conf always wins
     assert conf["spark.ui.showConsoleProgress"] == "false"
+
+
+class FakeThrowable:
+    def __init__(self, message: str, cause: FakeThrowable | None = None) -> None:
+        self.message, self.cause = message, cause
+
+    def getMessage(self) -> str:
+        return self.message
+
+    def getCause(self) -> FakeThrowable | None:
+        return self.cause
+
+
+def test_spark_messages_walk_the_java_causes() -> None:
+    from spark_reports.errors import spark_messages
+
+    error = RuntimeError("An error occurred while calling o45.count.\n: org.apache.spark.SparkException: "
+                         "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file f.jsonl.  SQLSTATE: KD001\n"
+                         "\tat org.apache.spark.X")
+    error.java_exception = FakeThrowable(  # type: ignore[attr-defined]
+        "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file f.jsonl.  SQLSTATE: KD001",
+        FakeThrowable("Unexpected character ('o')\n at [Source: x]"))
+    assert spark_messages(error) == ["[FAILED_READ_FILE.NO_HINT] Encountered error while reading file f.jsonl.",
+                                     "Unexpected character ('o')"]
+    assert spark_messages(RuntimeError("")) == ["RuntimeError"]

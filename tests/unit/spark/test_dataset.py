@@ -29,7 +29,7 @@ def dataset(root: Path, events: list[dict[str, Any]], epochs: list[dict[str, Any
 
 def test_jsonl_and_parquet_are_read_together(spark: SparkSession, tmp_path: Path) -> None:
     root = dataset(tmp_path, [elect(0, 1_000, 1, 1, "INITIAL")], [entry(1, 1, 0, 10)])
-    events_df(spark, [alter(1, 2_000, [1, 2])]).write.parquet(str(root / "events" / "more"))
+    events_df(spark, [alter(1, 2_000, [1, 2])]).write.parquet(str(root / "events" / "more.parquet"))  # a directory
     epochs_df(spark, [entry(2, 1, 0, 10)]).write.parquet(str(root / "epochs" / "more"))
     data = load(spark, root)
     assert sorted(r["index"] for r in data.events.collect()) == [0, 1]
