@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_encode_entry_round_trip() -> None:
 
 def test_encode_entry_empty_batch() -> None:
     data = json.loads(encode_entry([], "r"))
-    assert data == {"v": 1, "kind": "events", "reqId": "r", "events": []}
+    assert data == {"v": 1, "kind": "events", "reqId": "r", "events": [], "crc": zlib.crc32(b"[]")}
 
 
 def test_encode_noop() -> None:
