@@ -23,6 +23,7 @@ from mqctl.devcluster import DevCluster, NodeSpec, _port_free
 from mqctl.localcluster import wait_until
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
+from tests.chaos.netproxy import Proxy, ProxySet
 
 log = logging.getLogger("chaos")
 
@@ -31,7 +32,8 @@ TOPIC = "ChaosTopic"
 DEFINITE_FAILURES = ("SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL", "IN_SYNC_REPLICAS_NOT_ENOUGH")
 
 FAULT_KINDS = ("kill_master", "kill_slave", "kill_controller_leader", "kill_controller_follower",
-               "pause_master", "crash_master_unflushed", "admin_elect")
+               "pause_master", "crash_master_unflushed", "admin_elect", "cut_master_from_controllers",
+               "delay_master_to_controllers", "oneway_master_to_controllers")
 
 
 @dataclass
@@ -154,8 +156,20 @@ class ChaosRun:
     cluster: DevCluster | None = None
     on_event: Callable[[str], None] = print
 
+    proxies: ProxySet | None = None
+    broker_links: dict[str, list[Proxy]] = field(default_factory=dict)
+
     def start(self) -> None:
+        """Every broker reaches the controllers through its own proxies, so its link can be cut."""
         self.cluster = DevCluster.create(self.data_dir, 3, 1, 3, free_base_port())
+        self.proxies = ProxySet()
+        for node in self.cluster.brokers():
+            links = [self.proxies.add(c.address) for c in self.cluster.controllers()]
+            self.broker_links[node.name] = links
+            conf = self.cluster.conf_file(node)
+            addrs = ";".join(p.address for p in links)
+            conf.write_text("\n".join(f"controllerAddr={addrs}" if line.startswith("controllerAddr=") else line
+                                      for line in conf.read_text().splitlines()) + "\n")
         self.cluster.up(timeout=120)
 
     def run(self) -> History:
@@ -302,6 +316,28 @@ class ChaosRun:
                 "designateElect": True}, accept=tuple(range(1, 3000)))
         return f"broker id {target}"
 
+    def _link_fault(self, kind: str, mode: str, rng: random.Random, delay_s: float = 0.0) -> str:
+        """Impair the master's links to every controller for longer than its heartbeat timeout; the
+        group must fail over and the isolated master must not acknowledge anything it cannot keep."""
+        assert self.proxies is not None
+        master = self._master()
+        self._record_fault(kind, master.name)
+        for proxy in self.broker_links[master.name]:
+            self.proxies.set_mode(proxy, mode, delay_s)
+        time.sleep(rng.uniform(4.0, 6.0))
+        for proxy in self.broker_links[master.name]:
+            self.proxies.set_mode(proxy, "pass")
+        return master.name
+
+    def _fault_cut_master_from_controllers(self, rng: random.Random) -> str:
+        return self._link_fault("cut_master_from_controllers", "cut", rng)
+
+    def _fault_delay_master_to_controllers(self, rng: random.Random) -> str:
+        return self._link_fault("delay_master_to_controllers", "delay", rng, delay_s=rng.uniform(0.5, 4.0))
+
+    def _fault_oneway_master_to_controllers(self, rng: random.Random) -> str:
+        return self._link_fault("oneway_master_to_controllers", "oneway", rng)
+
     # ------------------------------------------------------------------ healing and the final state
     def heal(self, timeout: float = 90.0) -> None:
         """Restart whatever is down and wait until the group is healthy again."""
@@ -319,6 +355,8 @@ class ChaosRun:
             self.history.faults[-1].healed_ms = now_ms()
 
     def stop(self) -> None:
+        if self.proxies is not None:
+            self.proxies.close()
         if self.cluster is not None:
             for node in self.cluster.nodes:
                 pid = self.cluster.pid(node)
