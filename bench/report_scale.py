@@ -57,7 +57,7 @@ def generate(args: argparse.Namespace) -> None:
     from spark_reports.session import SessionOptions, build_session, parse_conf
 
     spark = build_session(SessionOptions(master=args.spark_master, conf=parse_conf(args.conf),
-                                         app_name="report-scale-generate"))
+                                         app_name="report-scale-generate", log_file=args.dir / "spark-driver.log"))
     try:
         started = time.monotonic()
         events = _events(spark, args.events, args.groups, args.clusters)
@@ -152,7 +152,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     meta = json.loads((args.dir / "generated.json").read_text())
     started = time.monotonic()
     spark = build_session(SessionOptions(master=args.spark_master, conf=parse_conf(args.conf),
-                                         app_name="report-scale"))
+                                         app_name="report-scale", log_file=args.output / "spark-driver.log"))
     session_s = time.monotonic() - started
     gateway = SparkContext._gateway
     jvm_pid = gateway.proc.pid if gateway is not None and getattr(gateway, "proc", None) else None

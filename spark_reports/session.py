@@ -191,6 +191,8 @@ def build_session(options: SessionOptions) -> SparkSession:
             log4j = None if options.verbose else _write_log4j(Path(scratch))
             log_file = None if options.verbose else (options.log_file or _temp_log_file())
             spark = _start(options, effective_conf(options, log4j, spark_defaults_keys()), log_file)
+        if log_file is not None and options.log_file is None:  # ours, and Spark started: not needed later
+            atexit.register(_remove, log_file)
     spark.sparkContext.setLogLevel("INFO" if options.verbose else "ERROR")
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.WARNING if options.verbose else logging.CRITICAL)
     if options.ship_package and options.master is not None and not is_local_master(options.master):
@@ -226,6 +228,10 @@ def _running_conf_keys() -> set[str]:
     except Exception as exc:  # pyspark raises several kinds here; all mean "no JVM"
         raise SparkSetupError(f"Spark did not start: {_first_line(exc)}") from exc
     return {key for key, _ in SparkConf().getAll()}
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
 
 
 def _temp_log_file() -> Path:

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from mqctl import render, render_broker
-from mqctl.app import App, pass_app
+from mqctl.app import App
 from mqctl.localcluster import LocalCluster, wait_until
 from services.common.broker_client import BrokerClient, replica_addresses
 from services.common.errors import MqctlError
@@ -28,8 +28,13 @@ TOPIC = "QuickstartTopic"
 @click.option("--keep", is_flag=True, help="Keep the data directory afterwards.")
 @click.option("--messages", type=click.IntRange(10, 1_000_000), default=2000, show_default=True,
               help="How many messages to send before the failover.")
-@pass_app
-def quickstart(app: App, data_dir: str | None, keep: bool, messages: int) -> None:
+@click.option("--report/--no-report", "with_report", default=True, show_default=True,
+              help="Finish with 'mqctl report' on Spark local[*] (needs Java 17).")
+@click.option("--report-dir", type=click.Path(file_okay=False), default=None,
+              help="Where to write the report (default: ./mqctl-report/<UTC time>).")
+@click.pass_context
+def quickstart(ctx: click.Context, data_dir: str | None, keep: bool, messages: int, with_report: bool,
+               report_dir: str | None) -> None:
     """Start 3 controllers and a 3-replica broker group, send messages, SIGKILL the master, and check
     that a new master took over with every acknowledged message.
 
@@ -41,10 +46,14 @@ def quickstart(app: App, data_dir: str | None, keep: bool, messages: int) -> Non
       mqctl quickstart
       mqctl quickstart --data-dir /tmp/mqctl-demo --keep --messages 10000
     """
+    app = ctx.ensure_object(App)
     root = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="mqctl-quickstart-"))
     cluster = LocalCluster(root)
     try:
         _run(app, cluster, messages)
+        if with_report:
+            _report(ctx, app, cluster, report_dir)
+        app.print(Text("\nAll checks passed.", style="bold green"))
     finally:
         app.info("stopping the cluster")
         cluster.stop()
@@ -98,7 +107,19 @@ def _run(app: App, cluster: LocalCluster, count: int) -> None:
     if missing:
         raise MqctlError(f"{len(missing)} acknowledged messages are missing, e.g. {missing[:3]}")
     app.print(Text(f"all {len(acked)} acknowledged messages are readable", style="green"))
-    app.print(Text("\nAll checks passed.", style="bold green"))
+
+
+def _report(ctx: click.Context, app: App, cluster: LocalCluster, report_dir: str | None) -> None:
+    from mqctl.commands.report import default_output, report
+
+    _step(app, "Summarising the epoch history with 'mqctl report' (Spark local[*])")
+    output = Path(report_dir) if report_dir else default_output()
+    ctx.invoke(report, spark_master="local[*]", controller_address=cluster.controller_addresses, cluster_name=None,
+               input_dir=None, output_dir=str(output), as_of=None, fmt="table", confs=(), verbose=False)
+    page = (output / "report.html").resolve()
+    if not page.exists():
+        raise MqctlError(f"the report did not produce {page}")
+    app.print(Text(f"report: {page}", style="bold"))
 
 
 def _send(app: App, address: str, count: int) -> list[str]:
