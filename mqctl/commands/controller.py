@@ -91,19 +91,23 @@ def _overrides(options: tuple[str, ...]) -> dict[str, str]:
 # ---------------------------------------------------------------------- getControllerMetaData
 @click.command("getControllerMetaData")
 @controller_option
+@watch_options
 @format_option
 @pass_app
-def get_controller_metadata(app: App, controller_address: str | None, fmt: str) -> None:
+def get_controller_metadata(app: App, controller_address: str | None, interval: float | None, count: int | None,
+                            fmt: str) -> None:
     """Show the controller group: its peers and which one leads (any node answers).
 
     \b
     Examples:
       mqctl getControllerMetaData -a 127.0.0.1:9878
       mqctl getControllerMetaData -a '127.0.0.1:9878;127.0.0.1:9868' --format json
+      mqctl getControllerMetaData -i 1          # watch the leader change during a drill
     """
     with app.controller(controller_address) as client:
-        env = client.call_any("GET", "/v1/controller/metadata")
-    render.show_metadata(app, fmt, env.data)
+        def show() -> None:
+            render.show_metadata(app, fmt, client.call_any("GET", "/v1/controller/metadata").data)
+        app.watch(show, interval, count, in_place=fmt == "table")
 
 
 # ---------------------------------------------------------------------- getSyncStateSet

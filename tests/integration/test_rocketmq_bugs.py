@@ -3,6 +3,7 @@
 - #9689 / PR #9942: the same master re-elected, and epochs with no data — epoch files still converge.
 - #10666: a slave killed in the middle of its truncation — the cut tail never reappears.
 - #5009: an election that cannot commit (controller majority frozen) is retried; the group gets a master.
+- #10812: heartbeats received by followers are kept, so a new leader starts no false failover.
 """
 
 from __future__ import annotations
@@ -133,3 +134,34 @@ def test_election_that_cannot_commit_is_retried(controllers: ControllerCluster, 
     assert send(b2, "after-recovery") == "PUT_OK"
     assert os.environ.get("MQCTL_FAULT_INJECT") is None
     _ = MqctlError
+
+
+def test_heartbeats_seen_by_followers_survive_a_leader_change(controllers: ControllerCluster,
+                                                              tmp_path: Path) -> None:
+    """#10812: followers must not drop brokers' heartbeats. Here every controller keeps the live table
+    from the heartbeats it receives, so a new leader already knows the brokers are alive and does not
+    start a false failover after taking office."""
+    from tests.integration.conftest import FakeBrokerHeartbeats, register_broker
+
+    heartbeats = FakeBrokerHeartbeats([n.address for n in controllers.nodes])
+    heartbeats.start()
+    try:
+        with controllers.client() as client:
+            for i in (1, 2):
+                register_broker(client, "c", "g", f"127.0.0.1:{19100 + i}")
+                heartbeats.add("c", "g", i, f"127.0.0.1:{19100 + i}", timeout_ms=1500)
+            heartbeats.beat_once()
+            client.call("POST", "/v1/controller/electMaster", json={"clusterName": "c", "brokerName": "g",
+                                                                     "brokerId": 1})
+        old = controllers.leader()
+        old.kill()
+        controllers.leader(timeout=30)
+        time.sleep(0)  # the new leader scans every 500 ms: give it several scans past the grace period
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with controllers.client() as client:
+                info = client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": "g"}).data
+            assert (info["masterBrokerId"], info["masterEpoch"]) == (1, 1), "false failover after a leader change"
+            time.sleep(0.3)
+    finally:
+        heartbeats.stop()
