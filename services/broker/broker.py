@@ -173,4 +173,5 @@ class Broker:
             "flushedOffset": self.flush.flushed_offset if self.flush else None,
             "flushDiskType": self.config.flushDiskType, "controllerLeader": self.api.leader,
             "putStatusCounts": dict(self.put_counts), "ha": self.replication.status(),
+            "roleChangedTimestamp": self.replicas.role_changed_ms,
         }

@@ -74,6 +74,7 @@ class ReplicasManager:
                                          config.brokerName, config.address, api, clock.now_ms)
         self.broker_id: int | None = None
         self.registered = False
+        self.role_changed_ms: int | None = None
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self.channels = LivenessChannels(api.addresses, config.brokerClusterName, config.brokerName, api.token)
@@ -246,6 +247,7 @@ class ReplicasManager:
         self.state = RoleState(Role.MASTER, epoch, self.broker_id, self.config.address,
                                members or frozenset({self.broker_id or 0}), ss_epoch)
         CONTEXT.update(role="MASTER", epoch=epoch)
+        self.role_changed_ms = self.clock.now_ms()
         log.info("now MASTER of %s at masterEpoch %d (syncStateSet %s, epoch %d)", self.config.brokerName,
                  epoch, sorted(self.state.sync_state_set), ss_epoch)
         if self.listener is not None:
@@ -254,6 +256,7 @@ class ReplicasManager:
     async def change_to_slave(self, master_address: str, epoch: int, master_id: int) -> None:
         self.state = RoleState(Role.SLAVE, epoch, master_id, master_address)
         CONTEXT.update(role="SLAVE", epoch=epoch)
+        self.role_changed_ms = self.clock.now_ms()
         log.info("now SLAVE of broker %d (%s) at masterEpoch %d", master_id, master_address, epoch)
         if self.listener is not None:
             await self.listener.on_slave(self.state)
