@@ -61,6 +61,33 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
     raise MqctlError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
 
 
+def spawn(module: str, conf: Path, log_file: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``python -m <module> -c <conf>`` in its own session, output appended to ``log_file``."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", module, "-c", str(conf)], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+
+
+def running(process: subprocess.Popen[bytes] | None) -> bool:
+    return process is not None and process.poll() is None
+
+
+def send_and_wait(process: subprocess.Popen[bytes] | None, sig: int, grace: float = 10.0) -> None:
+    """Signal a running process; for SIGKILL/SIGTERM wait for it (SIGKILL after ``grace`` seconds)."""
+    if not running(process):
+        return
+    assert process is not None
+    process.send_signal(sig)
+    if sig in (signal.SIGKILL, signal.SIGTERM):
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 @dataclass
 class ControllerNode:
     node_id: str
@@ -74,25 +101,13 @@ class ControllerNode:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file, "ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "services.controller", "-c", str(self.conf_file)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.process = spawn("services.controller", self.conf_file, self.log_file)
 
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return running(self.process)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            if sig in (signal.SIGKILL, signal.SIGTERM):
-                try:
-                    self.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait(timeout=10)
+        send_and_wait(self.process, sig)
 
     def stop(self) -> None:
         self.kill(signal.SIGTERM)
@@ -203,24 +218,13 @@ class BrokerNode:
     def start(self) -> None:
         if not self.conf_file.exists():
             self.write_conf()
-        with open(self.log_file, "ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "services.broker", "-c", str(self.conf_file)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+        self.process = spawn("services.broker", self.conf_file, self.log_file, self.env)
 
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return running(self.process)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            if sig in (signal.SIGKILL, signal.SIGTERM):
-                try:
-                    self.process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait(timeout=10)
+        send_and_wait(self.process, sig, grace=15)
 
     def stop(self) -> None:
         self.kill(signal.SIGTERM)

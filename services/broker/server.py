@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import uvicorn
-from fastapi import FastAPI
 
 from services.broker.api import create_app
 from services.broker.broker import Broker
 from services.broker.config import BrokerConfig, config_from_properties
 from services.common.errors import ConfigError
-from services.common.httpserver import GracefulServer
+from services.common.httpserver import GracefulServer, make_server
 from services.common.logsetup import CONTEXT
 from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
@@ -60,17 +55,11 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
     broker = Broker(config, on_fatal=on_fatal)
     broker.open_store()
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def started() -> None:
         await broker.start()
         log.info("broker %s serving HTTP on %s:%d", config.brokerName, host, config.listenPort)
-        yield
-        await broker.stop()
 
-    app = create_app(broker)
-    app.router.lifespan_context = lifespan
-    server = GracefulServer(uvicorn.Config(app, host=host, port=config.listenPort, log_config=None,
-                                           access_log=False, lifespan="on", timeout_graceful_shutdown=3))
+    server = make_server(create_app(broker), host, config.listenPort, started, broker.stop)
     server.run()
     log.info("broker %s stopped", config.brokerName)
     if fatal:

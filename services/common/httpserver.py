@@ -3,10 +3,13 @@ shutdown (Raft, store flush) and exits 0, instead of uvicorn re-raising the sign
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 
 import uvicorn
+from fastapi import FastAPI
 
 
 class GracefulServer(uvicorn.Server):
@@ -18,3 +21,18 @@ class GracefulServer(uvicorn.Server):
             self.force_exit = True
         else:
             self.should_exit = True
+
+
+def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Awaitable[None]],
+                on_stop: Callable[[], Awaitable[None]]) -> GracefulServer:
+    """A server for ``app`` whose lifespan runs ``on_start`` before serving and ``on_stop`` after."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await on_start()
+        yield
+        await on_stop()
+
+    app.router.lifespan_context = lifespan
+    return GracefulServer(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                         lifespan="on", timeout_graceful_shutdown=3))

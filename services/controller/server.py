@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import uvicorn
-from fastapi import FastAPI
-
 from services.common.errors import ConfigError
-from services.common.httpserver import GracefulServer
+from services.common.httpserver import make_server
 from services.common.logsetup import CONTEXT
 from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
@@ -83,17 +78,11 @@ def run(config: ControllerConfig) -> None:
     ), on_state_changed=manager.on_raft_state_changed)
     manager.attach_raft(raft)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def started() -> None:
         await manager.start()
         log.info("controller %s serving HTTP on %s:%d", me.id, host, me.port)
-        yield
-        await manager.stop()
 
-    app = create_app(manager)
-    app.router.lifespan_context = lifespan
-    server = GracefulServer(uvicorn.Config(app, host=host, port=me.port, log_config=None,
-                                           access_log=False, lifespan="on", timeout_graceful_shutdown=3))
+    server = make_server(create_app(manager), host, me.port, started, manager.stop)
     try:
         server.run()
     finally:

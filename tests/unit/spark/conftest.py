@@ -22,7 +22,9 @@ TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
-        pytest.skip("no Java runtime: the Spark tests need Java 17 or 21")
+        if os.environ.get("CI"):  # CI installs Java: a missing one is a failure, never a silent skip
+            pytest.fail("no Java runtime in CI: the Spark tests need Java 17 or 21")
+        pytest.skip("no Java runtime on this developer machine: the Spark tests need Java 17 or 21")
     from spark_reports.session import SessionOptions, build_session
 
     log_file = tmp_path_factory.mktemp("spark") / "driver.log"
