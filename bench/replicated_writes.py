@@ -11,6 +11,9 @@ same at half the measured maximum rate, for the ack latency distribution.
 from __future__ import annotations
 
 import argparse
+import gc
+import json
+import os
 import tempfile
 import threading
 import time
@@ -39,17 +42,22 @@ def start(root: Path, replicas: int, flush: str) -> DevCluster:
 
 def drive(address: str, seconds: float, batch: int, size: int, producers: int,
           rate: float | None = None) -> dict[str, Any]:
+    """Producers send batches as fast as acknowledged, or (``rate``) at evenly spaced moments: each
+    producer sends every ``producers * batch / rate`` seconds, the producers offset from each other."""
     body = "x" * size
-    payload = {"messages": [{"topic": "Bench", "body": body} for _ in range(batch)]}
+    # The request body is encoded once: the load generator shares the CPUs with the cluster.
+    payload = json.dumps({"messages": [{"topic": "Bench", "body": body} for _ in range(batch)]}).encode()
+    headers = {"Content-Type": "application/json"}
     stop = time.monotonic() + seconds
     acked = [0] * producers
     latencies: list[list[float]] = [[] for _ in range(producers)]
     statuses: dict[str, int] = {}
     lock = threading.Lock()
+    interval = producers * batch / rate if rate else 0.0
+    origin = time.monotonic() + 0.05
 
     def worker(i: int) -> None:
-        interval = producers * batch / rate if rate else 0.0
-        next_at = time.monotonic()
+        next_at = origin + i * interval / producers
         with httpx.Client(timeout=10.0) as client:
             while time.monotonic() < stop:
                 if interval:
@@ -58,7 +66,7 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
                         time.sleep(wait)
                     next_at += interval
                 t0 = time.perf_counter()
-                r = client.post(f"http://{address}/v1/broker/sendMessages", json=payload)
+                r = client.post(f"http://{address}/v1/broker/sendMessages", content=payload, headers=headers)
                 latencies[i].append((time.perf_counter() - t0) * 1000)
                 status = r.json()["data"]["status"]
                 with lock:
@@ -74,7 +82,36 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
         t.join()
     elapsed = time.monotonic() - started
     lat = [x for per in latencies for x in per]
-    return {"msgPerSec": sum(acked) / elapsed, "statuses": statuses, "ackLatencyMs": summary(lat)}
+    return {"msgPerSec": sum(acked) / elapsed, "acked": sum(acked), "seconds": elapsed, "statuses": statuses,
+            "ackLatencyMs": summary(lat)}
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process (0 when it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_message(cluster: DevCluster, master: str, run: Any) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run ``run()`` and charge the CPU time every process used to each acknowledged message (µs/msg)."""
+    pids = {n.name: cluster.pid(n) for n in cluster.brokers() + cluster.controllers()}
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    me = time.process_time()
+    result = run()
+    used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+    roles = {"master": used.pop(master), "loadgen": time.process_time() - me,
+             "slaves": sum(v for k, v in used.items() if not k.startswith("n")),
+             "controllers": sum(v for k, v in used.items() if k.startswith("n"))}
+    n = max(result["acked"], 1)
+    per_msg = {role: round(seconds * 1e6 / n, 1) for role, seconds in roles.items()}
+    per_msg["total"] = round(sum(per_msg.values()), 1)
+    per_msg["cpuBusyPct"] = round(100 * sum(roles.values()) / (result["seconds"] * (os.cpu_count() or 1)), 1)
+    return result, per_msg
 
 
 def case(name: str, replicas: int, flush: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -83,7 +120,8 @@ def case(name: str, replicas: int, flush: str, args: argparse.Namespace, root: P
         master = cluster.master_of("broker-a")
         assert master is not None
         drive(master.address, 2, args.batch, args.size, args.producers)  # warm-up
-        peak = drive(master.address, args.seconds, args.batch, args.size, args.producers)
+        peak, cpu = cpu_per_message(cluster, master.name, lambda: drive(
+            master.address, args.seconds, args.batch, args.size, args.producers))
         half = drive(master.address, args.seconds, args.batch, args.size, args.producers,
                      rate=peak["msgPerSec"] / 2)
         single = drive(master.address, min(args.seconds, 5), 1, args.size, 1)
@@ -91,8 +129,10 @@ def case(name: str, replicas: int, flush: str, args: argparse.Namespace, root: P
         cluster.down(grace=5)
     return {"case": name, "replicas": replicas, "flush": flush, "msgPerSec": peak["msgPerSec"],
             "p50Ms": peak["ackLatencyMs"]["p50"], "p99Ms": peak["ackLatencyMs"]["p99"],
-            "halfRateMsgPerSec": half["msgPerSec"], "halfRateP99Ms": half["ackLatencyMs"]["p99"],
+            "halfRateMsgPerSec": half["msgPerSec"], "halfRateP50Ms": half["ackLatencyMs"]["p50"],
+            "halfRateP99Ms": half["ackLatencyMs"]["p99"],
             "unbatchedMsgPerSec": single["msgPerSec"], "unbatchedP50Ms": single["ackLatencyMs"]["p50"],
+            "unbatchedP99Ms": single["ackLatencyMs"]["p99"], "cpuUsPerMsg": cpu,
             "statuses": peak["statuses"]}
 
 
@@ -104,12 +144,17 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=4)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mqctl-bench-"))
+    gc.collect()
+    gc.freeze()  # the load generator's own start-up objects: keep its collector pauses out of the latencies
     rows = [case("single broker, ASYNC_FLUSH", 1, "ASYNC_FLUSH", args, root),
             case("3 replicas allAck, ASYNC_FLUSH", 3, "ASYNC_FLUSH", args, root),
             case("3 replicas allAck, SYNC_FLUSH", 3, "SYNC_FLUSH", args, root)]
     ratio = rows[1]["msgPerSec"] / rows[0]["msgPerSec"]
-    print(table(rows, ["case", "msgPerSec", "p50Ms", "p99Ms", "halfRateP99Ms", "unbatchedMsgPerSec",
-                       "unbatchedP50Ms"]))
+    print(table(rows, ["case", "msgPerSec", "p50Ms", "p99Ms", "halfRateP50Ms", "halfRateP99Ms",
+                       "unbatchedMsgPerSec", "unbatchedP50Ms"]))
+    print("\nCPU time per acknowledged message at the peak (µs), by process:")
+    print(table([{"case": r["case"], **r["cpuUsPerMsg"]} for r in rows],
+                ["case", "master", "slaves", "controllers", "loadgen", "total", "cpuBusyPct"]))
     print(f"\nreplicated / single (same run): {ratio:.2f}x")
     path = write_result("replicated_writes", {"args": vars(args), "cases": rows, "replicatedOverSingle": ratio})
     print(f"result: {path}")

@@ -121,7 +121,7 @@ class Broker:
         if unreachable is not None:
             return PutOutcome("IN_SYNC_REPLICAS_NOT_ENOUGH", remark=unreachable)
         now = self.clock.now_ms()
-        results = [self.store.append(msg, now) for msg in messages]
+        results = self.store.append_batch(messages, now)
         self.replication.on_appended()
         return await self._await_durability(results)
 

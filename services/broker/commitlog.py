@@ -34,8 +34,10 @@ import logging
 import os
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from services.common.durable import fsync_dir
 
@@ -45,6 +47,8 @@ MESSAGE_MAGIC = 0xAABBCCDD
 BLANK_MAGIC = 0xBBCCDDEE
 _HEAD = struct.Struct(">iIIiqqqB")  # totalSize .. topicLength (41 bytes)
 _BLANK = struct.Struct(">iI")
+_U16 = struct.Struct(">H")
+_I32 = struct.Struct(">i")
 MIN_BLANK = _BLANK.size
 RECOVER_SEGMENTS = 3
 
@@ -53,7 +57,7 @@ class CommitLogError(Exception):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MessageRecord:
     topic: str
     queue_id: int
@@ -94,19 +98,39 @@ def encode_record(topic: str, queue_id: int, queue_offset: int, physical_offset:
                   properties: dict[str, str], body: bytes) -> bytes:
     topic_b = topic.encode("utf-8")
     props_b = encode_properties(properties)
+    _check_lengths(topic_b, props_b)
+    return _encode(topic_b, props_b, queue_id, queue_offset, physical_offset, timestamp, body)
+
+
+def _check_lengths(topic_b: bytes, props_b: bytes) -> None:
     if len(topic_b) > 127:
         raise CommitLogError("topic longer than 127 bytes")
     if len(props_b) > 32767:
         raise CommitLogError("properties longer than 32767 bytes")
+
+
+def _encode(topic_b: bytes, props_b: bytes, queue_id: int, queue_offset: int, physical_offset: int,
+            timestamp: int, body: bytes) -> bytes:
     total = _HEAD.size + len(topic_b) + 2 + len(props_b) + 4 + len(body)
     return b"".join((
         _HEAD.pack(total, MESSAGE_MAGIC, zlib.crc32(body), queue_id, queue_offset, physical_offset,
                    timestamp, len(topic_b)),
-        topic_b, struct.pack(">H", len(props_b)), props_b, struct.pack(">i", len(body)), body))
+        topic_b, _U16.pack(len(props_b)), props_b, _I32.pack(len(body)), body))
 
 
 def record_size(topic: str, properties: dict[str, str], body_len: int) -> int:
     return _HEAD.size + len(topic.encode("utf-8")) + 2 + len(encode_properties(properties)) + 4 + body_len
+
+
+@dataclass(slots=True)
+class NewRecord:
+    """A message to append: everything of the record but its physical offset."""
+    topic: str
+    queue_id: int
+    queue_offset: int
+    timestamp: int
+    properties: dict[str, str]
+    body: bytes
 
 
 class Blank:
@@ -152,6 +176,47 @@ def _decode_message(buf: bytes | memoryview, pos: int, total: int, physical_offs
     if zlib.crc32(body) != crc:
         return None
     return MessageRecord(topic, queue_id, queue_offset, physical_offset, ts, props, body, total)
+
+
+#: (topic, queueId, queueOffset, physicalOffset, size, tags)
+IndexEntry = tuple[str, int, int, int, int, str]
+_TAGS_KEY = b"TAGS\x01"
+
+
+def decode_index(buf: memoryview, pos: int, physical_offset: int) -> IndexEntry | Blank | None:
+    """:func:`decode_record` for indexing: the same checks, without materialising the message."""
+    if len(buf) - pos < MIN_BLANK:
+        return None
+    total, magic = _BLANK.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return Blank(total) if total >= MIN_BLANK else None
+    if magic != MESSAGE_MAGIC or total < _HEAD.size + 6 or len(buf) - pos < total:
+        return None
+    try:
+        _, _, crc, queue_id, queue_offset, phys, _, topic_len = _HEAD.unpack_from(buf, pos)
+        if phys != physical_offset or _HEAD.size + topic_len + 2 + 4 > total:
+            return None
+        p = pos + _HEAD.size
+        topic = bytes(buf[p:p + topic_len]).decode("utf-8", errors="replace")
+        p += topic_len
+        (props_len,) = _U16.unpack_from(buf, p)
+        p += 2
+        if p + props_len + 4 > pos + total:
+            return None
+        tags = ""
+        if props_len:
+            raw = bytes(buf[p:p + props_len])
+            at = raw.find(_TAGS_KEY)
+            if at == 0 or (at > 0 and raw[at - 1] == 2):
+                tags = decode_properties(raw).get("TAGS", "")
+        p += props_len
+        (body_len,) = _I32.unpack_from(buf, p)
+        p += 4
+        if body_len < 0 or p + body_len != pos + total or zlib.crc32(buf[p:p + body_len]) != crc:
+            return None
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return topic, queue_id, queue_offset, physical_offset, total, tags
 
 
 @dataclass
@@ -206,18 +271,34 @@ class CommitLog:
     def append_message(self, topic: str, queue_id: int, queue_offset: int, timestamp: int,
                        properties: dict[str, str], body: bytes) -> tuple[int, int]:
         """Append one record (padding the segment first if needed); returns (offset, size)."""
-        size = record_size(topic, properties, len(body))
-        if size + MIN_BLANK > self.segment_size:
-            raise CommitLogError(f"record of {size} bytes does not fit in a {self.segment_size}-byte segment")
-        offset = self.max_offset
-        used = offset % self.segment_size
-        if used + size + MIN_BLANK > self.segment_size:
-            pad = self.segment_size - used
-            self.write_at(offset, _BLANK.pack(pad, BLANK_MAGIC) + bytes(pad - MIN_BLANK))
-            offset += pad
-        record = encode_record(topic, queue_id, queue_offset, offset, timestamp, properties, body)
-        self.write_at(offset, record)
-        return offset, size
+        return self.append_batch([NewRecord(topic, queue_id, queue_offset, timestamp, properties, body)])[0]
+
+    def append_batch(self, records: list[NewRecord]) -> list[tuple[int, int]]:
+        """Append records in order with one write per segment touched (padding segment ends as
+        needed); returns each record's (offset, size). Every record is checked before anything is
+        written, so a bad one leaves the log unchanged."""
+        encoded = []
+        for r in records:
+            topic_b, props_b = r.topic.encode("utf-8"), encode_properties(r.properties)
+            _check_lengths(topic_b, props_b)
+            size = _HEAD.size + len(topic_b) + 2 + len(props_b) + 4 + len(r.body)
+            if size + MIN_BLANK > self.segment_size:
+                raise CommitLogError(f"record of {size} bytes does not fit in a {self.segment_size}-byte segment")
+            encoded.append((topic_b, props_b, size))
+        start = offset = self.max_offset
+        parts: list[bytes] = []
+        placed: list[tuple[int, int]] = []
+        for r, (topic_b, props_b, size) in zip(records, encoded):
+            used = offset % self.segment_size
+            if used + size + MIN_BLANK > self.segment_size:
+                pad = self.segment_size - used
+                parts.append(_BLANK.pack(pad, BLANK_MAGIC) + bytes(pad - MIN_BLANK))
+                offset += pad
+            parts.append(_encode(topic_b, props_b, r.queue_id, r.queue_offset, offset, r.timestamp, r.body))
+            placed.append((offset, size))
+            offset += size
+        self.write_at(start, b"".join(parts))
+        return placed
 
     def write_at(self, offset: int, data: bytes) -> None:
         """Write raw bytes at the end of the log (offset must equal max_offset); used by replicas too."""
@@ -301,24 +382,32 @@ class CommitLog:
 
     def iter_records(self, start: int, end: int | None = None) -> list[MessageRecord]:
         """Every message with start <= offset < end (blank padding skipped)."""
+        return self._walk(start, end, decode_record)
+
+    def iter_index(self, start: int, end: int | None = None) -> list[IndexEntry]:
+        """Like :meth:`iter_records`, but only what a consume queue needs (the body is checked against
+        its CRC, not copied): (topic, queueId, queueOffset, physicalOffset, size, tags)."""
+        return self._walk(start, end, decode_index)
+
+    def _walk(self, start: int, end: int | None, decode: Callable[[memoryview, int, int], Any]) -> list[Any]:
         end = self.max_offset if end is None else min(end, self.max_offset)
-        result: list[MessageRecord] = []
+        result: list[Any] = []
         offset = start
         while offset < end:
             seg = self._segment_containing(offset)
             if seg is None:
                 break
-            buf = self.read(offset, min(seg.start + seg.length, end) - offset)
+            buf = memoryview(self.read(offset, min(seg.start + seg.length, end) - offset))
             pos = 0
             while pos < len(buf):
-                rec = decode_record(buf, pos, offset + pos)
+                rec = decode(buf, pos, offset + pos)
                 if rec is None:
                     break
                 if isinstance(rec, Blank):
                     pos = len(buf) if offset + pos + rec.size >= seg.start + seg.length else pos + rec.size
                     continue
                 result.append(rec)
-                pos += rec.size
+                pos += rec.size if isinstance(rec, MessageRecord) else rec[4]
             if pos == 0:
                 break
             offset += pos

@@ -60,6 +60,12 @@ class ConsumeQueue:
         self.count = max(self.count, queue_offset + 1)
         self.dirty = True
 
+    def put_run(self, first_offset: int, entries: list[tuple[int, int, int]]) -> None:
+        """Entries for queue offsets ``first_offset``, ``first_offset + 1``, ... in one write."""
+        os.pwrite(self.fd, b"".join(ENTRY.pack(*e) for e in entries), first_offset * ENTRY_SIZE)
+        self.count = max(self.count, first_offset + len(entries))
+        self.dirty = True
+
     def get(self, queue_offset: int) -> tuple[int, int, int] | None:
         if not 0 <= queue_offset < self.count:
             return None
@@ -121,6 +127,28 @@ class ConsumeQueueStore:
         cq = self.queue(topic, queue_id, create=True)
         assert cq is not None
         cq.put(queue_offset, phys, size, tags_code(tags))
+
+    def dispatch_many(self, entries: list[tuple[str, int, int, int, int, str]]) -> None:
+        """Index (topic, queueId, queueOffset, phys, size, tags) entries in order, writing each run of
+        consecutive queue offsets of one queue at once."""
+        runs: dict[tuple[str, int], tuple[int, list[tuple[int, int, int]]]] = {}
+        for topic, queue_id, queue_offset, phys, size, tags in entries:
+            key = (topic, queue_id)
+            run = runs.get(key)
+            if run is not None and run[0] + len(run[1]) != queue_offset:
+                self._write_run(key, run)
+                run = None
+            if run is None:
+                run = runs[key] = (queue_offset, [])
+            run[1].append((phys, size, tags_code(tags)))
+        for key, run in runs.items():
+            self._write_run(key, run)
+
+    def _write_run(self, key: tuple[str, int], run: tuple[int, list[tuple[int, int, int]]]) -> None:
+        cq = self.queue(key[0], key[1], create=True)
+        assert cq is not None
+        cq.put_run(run[0], run[1])
+        run[1].clear()
 
     def dispatched_end(self) -> int:
         """The commitlog offset just after the last record any queue indexes (-1 if none)."""

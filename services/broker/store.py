@@ -7,6 +7,7 @@ log itself is truncated. It is persisted in ``checkpoint`` on every flush.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections import deque
@@ -16,7 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.broker.commitlog import CommitLog, MessageRecord
+from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
 from services.common.durable import atomic_write
@@ -32,7 +33,7 @@ class MessageIllegal(Exception):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Message:
     topic: str
     body: bytes
@@ -42,7 +43,7 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AppendResult:
     msg_id: str
     queue_id: int
@@ -51,7 +52,7 @@ class AppendResult:
     next_offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GetResult:
     status: str
     next_begin_offset: int
@@ -62,12 +63,21 @@ class GetResult:
 
 def message_id(store_host: str, offset: int) -> str:
     """RocketMQ's offset message id: store IPv4 (4 bytes) + port (4 bytes) + commitlog offset (8 bytes)."""
+    return message_id_prefix(store_host) + _OFFSET.pack(offset).hex().upper()
+
+
+_OFFSET = struct.Struct(">q")
+
+
+@functools.lru_cache(maxsize=64)
+def message_id_prefix(store_host: str) -> str:
+    """The host part of an offset message id (resolved once per address)."""
     host, _, port = store_host.rpartition(":")
     try:
         ip = socket.inet_aton(socket.gethostbyname(host))
     except OSError:
         ip = bytes(4)
-    return (ip + struct.pack(">iq", int(port or 0), offset)).hex().upper()
+    return (ip + struct.pack(">i", int(port or 0))).hex().upper()
 
 
 class MessageStore:
@@ -175,22 +185,37 @@ class MessageStore:
             raise MessageIllegal(f"keys, tags and properties take {props} bytes; at most 32767 are allowed")
 
     def append(self, msg: Message, timestamp: int) -> AppendResult:
+        return self.append_batch([msg], timestamp)[0]
+
+    def append_batch(self, messages: list[Message], timestamp: int) -> list[AppendResult]:
+        """Append messages in order with one write to the commitlog; all or nothing."""
         if self._queue_offsets_stale:
             self._rebuild_queue_offsets()
             self._queue_offsets_stale = False
-        queue_id = msg.queue_id if msg.queue_id is not None else self._next_queue(msg.topic)
-        key = (msg.topic, queue_id)
-        queue_offset = self.next_queue_offsets.get(key, 0)
-        props = dict(msg.properties)
-        if msg.keys:
-            props["KEYS"] = msg.keys
-        if msg.tags:
-            props["TAGS"] = msg.tags
-        offset, size = self.commitlog.append_message(msg.topic, queue_id, queue_offset, timestamp, props,
-                                                     msg.body)
-        self.next_queue_offsets[key] = queue_offset + 1
-        self._pending.append((offset, size, msg.topic, queue_id, queue_offset, msg.tags))
-        return AppendResult(message_id(self.store_host, offset), queue_id, queue_offset, offset, offset + size)
+        next_offsets: dict[tuple[str, int], int] = {}
+        records: list[NewRecord] = []
+        for msg in messages:
+            queue_id = msg.queue_id if msg.queue_id is not None else self._next_queue(msg.topic)
+            key = (msg.topic, queue_id)
+            queue_offset = next_offsets.get(key)
+            if queue_offset is None:
+                queue_offset = self.next_queue_offsets.get(key, 0)
+            next_offsets[key] = queue_offset + 1
+            props = dict(msg.properties)
+            if msg.keys:
+                props["KEYS"] = msg.keys
+            if msg.tags:
+                props["TAGS"] = msg.tags
+            records.append(NewRecord(msg.topic, queue_id, queue_offset, timestamp, props, msg.body))
+        placed = self.commitlog.append_batch(records)
+        self.next_queue_offsets.update(next_offsets)
+        host_id = message_id_prefix(self.store_host)
+        results = []
+        for msg, rec, (offset, size) in zip(messages, records, placed):
+            self._pending.append((offset, size, rec.topic, rec.queue_id, rec.queue_offset, msg.tags))
+            results.append(AppendResult(host_id + _OFFSET.pack(offset).hex().upper(), rec.queue_id,
+                                        rec.queue_offset, offset, offset + size))
+        return results
 
     def _next_queue(self, topic: str) -> int:
         n = self._round_robin.get(topic, -1) + 1
@@ -214,12 +239,13 @@ class MessageStore:
         if self.reput_offset >= end:
             return
         last = self.reput_offset
-        for rec in self.commitlog.iter_records(self.reput_offset, end):
-            if rec.next_offset > end:
+        entries = []
+        for entry in self.commitlog.iter_index(self.reput_offset, end):
+            if entry[3] + entry[4] > end:
                 break
-            self.queues.dispatch(rec.topic, rec.queue_id, rec.queue_offset, rec.physical_offset, rec.size,
-                                 rec.tags)
-            last = rec.next_offset
+            entries.append(entry)
+            last = entry[3] + entry[4]
+        self.queues.dispatch_many(entries)
         if last == self.reput_offset and end > self.reput_offset:
             last = self._skip_padding(self.reput_offset, end)
         self.reput_offset = last
@@ -230,16 +256,19 @@ class MessageStore:
         pending, size = self._pending, self.commitlog.segment_size
         while pending and pending[0][0] < self.reput_offset:
             pending.popleft()
+        entries, reput = [], self.reput_offset
         while pending:
             offset, length, topic, queue_id, queue_offset, tags = pending[0]
             if offset + length > end:
                 break
-            if offset != self.reput_offset and not (offset % size == 0 and offset > self.reput_offset):
+            if offset != reput and not (offset % size == 0 and offset > reput):
                 pending.clear()  # not contiguous: let the scanning path take over
-                return
-            self.queues.dispatch(topic, queue_id, queue_offset, offset, length, tags)
-            self.reput_offset = offset + length
+                break
+            entries.append((topic, queue_id, queue_offset, offset, length, tags))
+            reput = offset + length
             pending.popleft()
+        self.queues.dispatch_many(entries)
+        self.reput_offset = reput
 
     def _skip_padding(self, offset: int, end: int) -> int:
         size = self.commitlog.segment_size

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 TOKEN_ENV = "MQCTL_TOKEN"
 HEADER = "Authorization"
@@ -32,20 +33,36 @@ def token_ok(expected: str, header_value: str | None) -> bool:
 
 
 def install_token_check(app: object, expected: Callable[[], str], protected: frozenset[str]) -> None:
-    """Refuse POSTs to ``protected`` paths without the configured token (NO_PERMISSION, HTTP 401)."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, Response
+    """Refuse POSTs to ``protected`` paths without the configured token (NO_PERMISSION, HTTP 401).
 
-    from services.common.codes import ResponseCode
-    from services.common.envelope import envelope
+    A plain ASGI middleware: it only looks at the request line and headers, so every other request
+    passes through untouched (no per-request task or body streaming, unlike an ``http`` middleware).
+    """
+    from fastapi import FastAPI
 
     assert isinstance(app, FastAPI)
+    app.add_middleware(TokenCheck, expected=expected, protected=protected)
 
-    @app.middleware("http")
-    async def check_token(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.method == "POST" and request.url.path in protected \
-                and not token_ok(expected(), request.headers.get(HEADER)):
-            return JSONResponse(envelope(ResponseCode.NO_PERMISSION,
-                                         "this call needs the cluster's auth token (--token or $MQCTL_TOKEN)"),
-                                status_code=401)
-        return await call_next(request)
+
+class TokenCheck:
+    def __init__(self, app: Any, expected: Callable[[], str], protected: frozenset[str]) -> None:
+        self.app = app
+        self.expected = expected
+        self.protected = protected
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.protected:
+            header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None)
+            if not token_ok(self.expected(), header):
+                from fastapi.responses import JSONResponse
+
+                from services.common.codes import ResponseCode
+                from services.common.envelope import envelope
+
+                response = JSONResponse(envelope(ResponseCode.NO_PERMISSION,
+                                                 "this call needs the cluster's auth token (--token or $MQCTL_TOKEN)"),
+                                        status_code=401)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

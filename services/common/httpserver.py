@@ -4,6 +4,7 @@ shutdown (Raft, store flush) and exits 0, instead of uvicorn re-raising the sign
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
@@ -23,6 +24,14 @@ class GracefulServer(uvicorn.Server):
             self.should_exit = True
 
 
+def quiet_gc() -> None:
+    """Move everything allocated at start-up (modules, the app, its routes and models) out of the cyclic
+    collector's reach. A full collection then scans only what the running service allocates instead of
+    pausing the event loop for tens of milliseconds over objects that live as long as the process."""
+    gc.collect()
+    gc.freeze()
+
+
 def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Awaitable[None]],
                 on_stop: Callable[[], Awaitable[None]]) -> GracefulServer:
     """A server for ``app`` whose lifespan runs ``on_start`` before serving and ``on_stop`` after."""
@@ -30,6 +39,7 @@ def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Await
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await on_start()
+        quiet_gc()
         yield
         await on_stop()
 

@@ -163,6 +163,7 @@ class ControllerManager:
         }
         if self.raft is not None:
             data["raft"] = self.raft.status()
+            data["appliedEvents"] = self.raft.read(lambda s: s.next_event_index)  # on this node, unconfirmed
         return data
 
     # ------------------------------------------------------------------ liveness

@@ -65,6 +65,9 @@ class BrokerHeartbeatManager:
         self._clock = clock
         self._lock = threading.Lock()
         self._table: dict[BrokerIdentity, BrokerLiveInfo] = {}
+        # (brokerName, brokerId) → the identities holding it, oldest first: lookups by name stay O(1)
+        # with thousands of brokers (every election and SyncStateSet check asks).
+        self._by_name: dict[tuple[str, int], list[BrokerIdentity]] = {}
         self.started_ms = clock.monotonic_ms()
 
     def on_heartbeat(self, hb: Heartbeat) -> None:
@@ -73,6 +76,7 @@ class BrokerHeartbeatManager:
         with self._lock:
             old = self._table.get(key)
             if old is None:
+                self._by_name.setdefault((hb.brokerName, hb.brokerId), []).append(key)
                 self._table[key] = BrokerLiveInfo(
                     hb.clusterName, hb.brokerName, hb.brokerAddr, hb.brokerId, now,
                     hb.heartbeatTimeoutMills, hb.epoch, hb.maxOffset, hb.confirmOffset,
@@ -94,10 +98,8 @@ class BrokerHeartbeatManager:
     def find(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         """Look a broker up by name and id (the controller keys broker-sets by name alone)."""
         with self._lock:
-            for key, info in self._table.items():
-                if key.brokerName == broker_name and key.brokerId == broker_id:
-                    return info
-        return None
+            keys = self._by_name.get((broker_name, broker_id))
+            return self._table[keys[0]] if keys else None
 
     def is_active(self, broker_name: str, broker_id: int) -> bool:
         info = self.find(broker_name, broker_id)
@@ -105,7 +107,7 @@ class BrokerHeartbeatManager:
 
     def remove(self, broker_name: str, broker_id: int) -> None:
         with self._lock:
-            for key in [k for k in self._table if k.brokerName == broker_name and k.brokerId == broker_id]:
+            for key in self._by_name.pop((broker_name, broker_id), []):
                 del self._table[key]
 
     def scan_expired(self) -> list[BrokerLiveInfo]:
@@ -115,6 +117,10 @@ class BrokerHeartbeatManager:
             dead = [info for info in self._table.values() if not info.is_alive(now)]
             for info in dead:
                 del self._table[info.identity]
+                keys = self._by_name[(info.brokerName, info.brokerId)]
+                keys.remove(info.identity)
+                if not keys:
+                    del self._by_name[(info.brokerName, info.brokerId)]
         return dead
 
     def snapshot(self) -> list[BrokerLiveInfo]:

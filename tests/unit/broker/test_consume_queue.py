@@ -89,3 +89,26 @@ def test_destroy(tmp_path: Path) -> None:
     store.destroy()
     assert not (tmp_path / "cq").exists()
     assert store.queues == {}
+
+
+def test_dispatch_many_writes_the_same_files_as_one_by_one(tmp_path: Path) -> None:
+    """Runs of consecutive queue offsets are written at once; a gap (re-dispatch after a repair)
+    starts a new run; the files are the same as dispatching entry by entry."""
+    entries = [("A", i % 2, i // 2, 100 * i, 100, "t" if i % 3 else "") for i in range(10)]
+    entries += [("A", 0, 2, 9999, 10, "again"), ("A", 0, 3, 10009, 10, "")]  # rewrite offsets 2 and 3
+    entries += [("B", 0, 0, 5000, 10, "")]
+    one = ConsumeQueueStore(tmp_path / "one")
+    one.load()
+    for e in entries:
+        one.dispatch(*e)
+    many = ConsumeQueueStore(tmp_path / "many")
+    many.load()
+    many.dispatch_many(entries[:4])
+    many.dispatch_many(entries[4:])
+    many.dispatch_many([])
+    for topic, qid in (("A", 0), ("A", 1), ("B", 0)):
+        a, b = one.queue(topic, qid), many.queue(topic, qid)
+        assert a is not None and b is not None and a.count == b.count
+        assert (tmp_path / "one" / topic / str(qid)).read_bytes() == (tmp_path / "many" / topic / str(qid)).read_bytes()
+    one.close()
+    many.close()

@@ -51,6 +51,26 @@ class TestLiveness:
         assert hb.find("broker1", 1) is None
         assert not hb.is_active("broker1", 1)
 
+    def test_lookup_by_name_with_one_name_in_two_clusters(self, hb: BrokerHeartbeatManager,
+                                                          clock: FakeClock) -> None:
+        """find() answers the first registered holder of (name, id); removing or expiring it falls
+        through to the next, and remove() drops all of them."""
+        hb.on_heartbeat(beat(1, cluster="c1", addr="a1", timeout=1000))
+        clock.advance(500)
+        hb.on_heartbeat(beat(1, cluster="c2", addr="a2", timeout=3000))
+        info = hb.find("broker1", 1)
+        assert info is not None and info.brokerAddr == "a1"
+        clock.advance(600)
+        assert [e.clusterName for e in hb.scan_expired()] == ["c1"]
+        info = hb.find("broker1", 1)
+        assert info is not None and info.brokerAddr == "a2"
+        hb.on_heartbeat(beat(1, cluster="c1", addr="a1"))
+        hb.remove("broker1", 1)
+        assert hb.find("broker1", 1) is None and hb.snapshot() == []
+        hb.on_heartbeat(beat(1, cluster="c1", addr="a3"))
+        info = hb.find("broker1", 1)
+        assert info is not None and info.brokerAddr == "a3"
+
     def test_heartbeat_refreshes(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
         hb.on_heartbeat(beat(1, timeout=3000))
         for _ in range(10):
