@@ -1,10 +1,10 @@
 """Controller write capacity: committed metadata writes through the HTTP API of a 3-node controller
 (journal on), against bare pysyncobj writes on 3 nodes measured in the same run.
 
-    python -m bench.controller_writes [--seconds 10] [--clients 8]
+    python -m bench.controller_writes [--seconds 10] [--clients 16]
 
-HTTP: ``--clients`` threads, one keep-alive connection each, POST ``applyBrokerId`` to the leader (every
-call commits one Raft entry: an event for a broker set of 64). Raw: the same number of threads inside
+HTTP: ``--clients`` concurrent callers, one keep-alive connection each, POST ``applyBrokerId`` to the
+leader (every call commits one Raft entry: an event for one of 64 broker sets). Raw: the same number of threads inside
 the leader process of a bare pysyncobj cluster, each calling a replicated method synchronously with an
 entry of the same size (``bench/raw_raft.py``). CPU time per committed write is charged to each process.
 """
@@ -12,12 +12,12 @@ entry of the same size (``bench/raw_raft.py``). CPU time per committed write is 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from bench.common import summary, table, write_result
+from bench.heartbeat_soak import read_response, request_bytes
 from bench.replicated_writes import cpu_seconds
 from mqctl.localcluster import ControllerCluster, free_port_pair, wait_until
 
@@ -74,49 +75,61 @@ def http_writes(root: Path, seconds: float, clients: int) -> dict[str, Any]:
                            30, "the first applyBrokerId")
         pids = [n.process.pid for n in cluster.nodes if n.process is not None]
         before = [cpu_seconds(p) for p in pids]
-        stop = time.monotonic() + seconds
-        done = [0] * clients
-        failed: dict[str, int] = {}
-        latencies: list[list[float]] = [[] for _ in range(clients)]
-        lock = threading.Lock()
-
-        def worker(k: int) -> None:
-            i = k
-            with httpx.Client(timeout=5.0) as client:
-                while time.monotonic() < stop:
-                    t0 = time.perf_counter()
-                    reply = client.post(url, json={**body, "brokerName": f"bench-{i % 64}"}).json()
-                    if reply["code"] == 0:
-                        done[k] += 1
-                        latencies[k].append((time.perf_counter() - t0) * 1000)
-                    else:
-                        with lock:
-                            failed[reply.get("remark") or str(reply["code"])] = failed.get(str(reply["code"]), 0) + 1
-                    i += clients
-
         me = time.process_time()
-        threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(clients)]
         started = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        done, failed, latencies = asyncio.run(_drive(leader.address, body, seconds, clients))
         elapsed = time.monotonic() - started
         loadgen = time.process_time() - me
-        used = sum(cpu_seconds(p) - b for p, b in zip(pids, before))
-        writes = sum(done)
+        per_node = [cpu_seconds(p) - b for p, b in zip(pids, before)]
+        used = sum(per_node)
+        writes = done
+        leader_index = next(i for i, n in enumerate(cluster.nodes) if n is leader)
     finally:
         cluster.stop()
     return {"writesPerSec": writes / elapsed, "failed": failed,
-            "latencyMs": summary([x for per in latencies for x in per]),
+            "latencyMs": summary(latencies),
             "cpuUsPerWrite": round(used * 1e6 / max(1, writes), 1),
+            "leaderCpuUsPerWrite": round(per_node[leader_index] * 1e6 / max(1, writes), 1),
+            "leaderCpuPct": round(100 * per_node[leader_index] / elapsed, 1),
             "loadgenCpuUsPerWrite": round(loadgen * 1e6 / max(1, writes), 1)}
+
+
+async def _drive(address: str, body: dict[str, Any], seconds: float,
+                 clients: int) -> tuple[int, dict[str, int], list[float]]:
+    """``clients`` keep-alive connections, each sending its next write when the last is answered. The
+    requests are encoded once (one per broker set), so the load generator costs little CPU."""
+    host, _, port = address.rpartition(":")
+    requests = [request_bytes(address, "/v1/controller/applyBrokerId", {**body, "brokerName": f"bench-{g}"})
+                for g in range(64)]
+    stop = time.monotonic() + seconds
+    done = 0
+    failed: dict[str, int] = {}
+    latencies: list[float] = []
+
+    async def client(k: int) -> None:
+        nonlocal done
+        reader, writer = await asyncio.open_connection(host, int(port))
+        i = k
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            writer.write(requests[i % 64])
+            reply = json.loads(await read_response(reader))
+            if reply["code"] == 0:
+                done += 1
+                latencies.append((time.perf_counter() - t0) * 1000)
+            else:
+                failed[str(reply["code"])] = failed.get(str(reply["code"]), 0) + 1
+            i += clients
+        writer.close()
+
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    return done, failed, latencies
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=16)
     args = parser.parse_args()
     gc.collect()
     gc.freeze()

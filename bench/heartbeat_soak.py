@@ -46,9 +46,10 @@ def fake_address(index: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------- load worker
-def request_bytes(controller: str, body: dict[str, Any]) -> bytes:
+def request_bytes(controller: str, path: str, body: dict[str, Any]) -> bytes:
+    """One HTTP/1.1 POST with a JSON body, encoded once and sent many times on a keep-alive connection."""
     payload = json.dumps(body, separators=(",", ":")).encode()
-    head = (f"POST /v1/controller/heartbeat HTTP/1.1\r\nHost: {controller}\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: {controller}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
     return head.encode() + payload
 
@@ -77,7 +78,8 @@ async def simulate(indexes: list[int], names: list[tuple[str, int]], controllers
         conns = []
         for c in controllers:
             host, _, port = c.rpartition(":")
-            conns.append((await asyncio.open_connection(host, int(port)), request_bytes(c, body)))
+            conns.append((await asyncio.open_connection(host, int(port)),
+                          request_bytes(c, "/v1/controller/heartbeat", body)))
         next_at = start + interval * (index % 997) / 997  # spread evenly over the interval
         while next_at < stop:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))

@@ -86,7 +86,7 @@ def main() -> int:
     store = Path(args.dir)
     store.mkdir(parents=True, exist_ok=True)
     conf = SyncObjConf(journalFile=str(store / "raft.journal"), fullDumpFile=str(store / "raft.dump"),
-                       bindAddress=args.self_address.rpartition(":")[0], appendEntriesUseBatch=False,
+                       bindAddress=args.self_address, appendEntriesUseBatch=False,
                        appendEntriesPeriod=0.1, raftMinTimeout=0.6, raftMaxTimeout=1.2, connectionTimeout=1.5,
                        leaderFallbackTimeout=0.5, commandsWaitLeader=False, connectionRetryTime=1.0)
     node = Store(args.self_address, args.peers.split(","), conf)

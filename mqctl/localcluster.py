@@ -7,6 +7,7 @@ read and reuse what was started.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,14 +23,26 @@ from services.common.errors import MqctlError
 from services.common.props import format_properties
 
 
+def ephemeral_port_start() -> int:
+    """The first port the kernel hands out for outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port_pair(used: set[int] | None = None) -> int:
-    """A port P such that P and P+1 are both free (API and Raft)."""
+    """A port P such that P and P+1 are both free (API and Raft).
+
+    Chosen below the ephemeral range: a port in it can be taken, while its server is down, as the
+    source port of some outgoing connection (even a TCP self-connection of a client polling it), and
+    the restarted server then cannot bind it."""
     used = used if used is not None else set()
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port + 1 > 65535 or port in used or port + 1 in used:
+    rng = random.Random()
+    high = max(ephemeral_port_start() - 2, 12000)
+    for _ in range(500):
+        port = rng.randrange(10000, high)
+        if port in used or port + 1 in used:
             continue
         if _port_free(port) and _port_free(port + 1):
             used.update({port, port + 1})

@@ -104,7 +104,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
 
     @app.post(f"{P}/applyBrokerId")
     async def apply_broker_id(req: ApplyBrokerIdRequest) -> JSONResponse:
-        return _answer(await m.write(lambda s: s.apply_broker_id(
+        return _answer(await m.write(req.brokerName, lambda s: s.apply_broker_id(
             req.clusterName, req.brokerName, req.appliedBrokerId, req.registerCheckCode), req.requestId))
 
     @app.post(f"{P}/registerBroker")
@@ -141,7 +141,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
 
     @app.post(f"{P}/alterSyncStateSet")
     async def alter_sync_state_set(req: AlterSyncStateSetRequest) -> JSONResponse:
-        return _answer(await m.write(lambda s: s.alter_sync_state_set(
+        return _answer(await m.write(req.brokerName, lambda s: s.alter_sync_state_set(
             req.brokerName, req.masterBrokerId, req.masterEpoch, req.newSyncStateSet,
             req.syncStateSetEpoch, m.alive), req.requestId))
 
@@ -170,7 +170,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
 
     @app.post(f"{P}/cleanBrokerData")
     async def clean_broker_data(req: CleanBrokerDataRequest) -> JSONResponse:
-        return _answer(await m.write(lambda s: s.clean_broker_data(
+        return _answer(await m.write(req.brokerName, lambda s: s.clean_broker_data(
             req.clusterName, req.brokerName, req.brokerControllerIdsToClean, req.isCleanLivingBroker,
             m.alive), req.requestId))
 

@@ -16,9 +16,10 @@ group stays masterless while a candidate is alive.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -55,7 +56,7 @@ class ControllerManager:
         self.peers: list[Peer] = config.peers()
         self._serving = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._write_lock: asyncio.Lock | None = None
+        self._group_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._barrier_lock: asyncio.Lock | None = None
         self._barrier_started = 0
         self._barrier_done = 0
@@ -78,7 +79,6 @@ class ControllerManager:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._write_lock = asyncio.Lock()
         self._barrier_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(timeout=3.0, headers=auth_headers(self.config.authToken or None))
         self._tasks = [asyncio.create_task(self._heartbeat_scan_loop(), name="heartbeat-scan"),
@@ -199,7 +199,7 @@ class ControllerManager:
 
     async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str,
                               request_id: str | None = None) -> ControllerResult:
-        result = await self.write(lambda m: m.register_broker(cluster, broker_name, broker_id, address, self.alive),
+        result = await self.write(broker_name, lambda m: m.register_broker(cluster, broker_name, broker_id, address, self.alive),
                                   request_id)
         if result.ok:
             # A registration is a new incarnation of the broker: forget what its previous process reported
@@ -235,11 +235,16 @@ class ControllerManager:
             await self.raft.barrier(timeout_s=self.read_barrier_timeout_s())
             self._barrier_done = generation
 
-    async def write(self, command: Command, request_id: str | None = None) -> ControllerResult:
+    async def write(self, group: str, command: Command, request_id: str | None = None) -> ControllerResult:
+        """Evaluate ``command`` against the applied state and commit its events.
+
+        Writes to one broker group are serialized: each is evaluated only after the previous one's
+        events are applied. Every command reads and changes its own group's broker set alone, so writes
+        to different groups are evaluated and proposed concurrently and Raft carries them together."""
         if not self.serving:
             return self.not_leader()
-        assert self._write_lock is not None and self.raft is not None
-        async with self._write_lock:
+        assert self.raft is not None
+        async with self._group_lock(group):
             if not self.serving:
                 return self.not_leader()
             result = self.raft.read(command)
@@ -258,6 +263,20 @@ class ControllerManager:
                                                "requestId")
             return replace(result, events=tuple(events))
 
+    @contextlib.asynccontextmanager
+    async def _group_lock(self, group: str) -> AsyncIterator[None]:
+        lock, users = self._group_locks.get(group, (asyncio.Lock(), 0))
+        self._group_locks[group] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._group_locks[group]
+            if users == 1:
+                del self._group_locks[group]
+            else:
+                self._group_locks[group] = (lock, users - 1)
+
     # ------------------------------------------------------------------ elections
     async def elect_master(self, request: ElectMasterRequest, request_id: str | None = None) -> ControllerResult:
         if (not request.controller_triggered and not request.designateElect
@@ -265,7 +284,7 @@ class ControllerManager:
             return ControllerResult(code=int(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED),
                                     remark="The controller has just started and is still collecting broker "
                                            "heartbeats; retry the election shortly")
-        result = await self.write(lambda m: m.elect_master(
+        result = await self.write(request.brokerName, lambda m: m.elect_master(
             request, self.policy(), self.config.enableElectUncleanMaster, self.alive), request_id)
         if result.ok:
             self.elections[str(result.data and result.data.get("electReason"))] = \

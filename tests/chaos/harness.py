@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.devcluster import DevCluster, NodeSpec, _port_free
-from mqctl.localcluster import wait_until
+from mqctl.localcluster import ephemeral_port_start, wait_until
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
 from tests.chaos.netproxy import Proxy, ProxySet
@@ -80,8 +80,9 @@ def now_ms() -> int:
 
 def free_base_port(span: int = 60) -> int:
     rng = random.Random()
+    high = max(ephemeral_port_start() - span, 12000)  # see free_port_pair: never the ephemeral range
     for _ in range(500):
-        base = rng.randrange(20000, 45000, 2)
+        base = rng.randrange(10000, high, 2)
         if all(_port_free(p) for p in range(base, base + span)):
             return base
     raise RuntimeError("no free port range on 127.0.0.1")
