@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+#: Where results go (``$MQCTL_BENCH_RESULTS`` overrides it, e.g. for the smoke tests).
+RESULTS = Path(os.environ.get("MQCTL_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -124,8 +124,9 @@ def register_all(client: ControllerClient, names: list[tuple[str, int]]) -> None
             "registerCheckCode": f"{fake_address(index)};{index}"})
         client.call("POST", "/v1/controller/registerBroker", json={
             "clusterName": CLUSTER, "brokerName": name, "brokerId": broker_id, "brokerAddress": fake_address(index)})
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(one, range(len(names))))
+    with ThreadPoolExecutor(8) as pool:  # the first broker of a group creates its broker set
+        list(pool.map(one, [i for i, (_, broker_id) in enumerate(names) if broker_id == 1]))
+        list(pool.map(one, [i for i, (_, broker_id) in enumerate(names) if broker_id != 1]))
 
 
 def masters(client: ControllerClient, groups: list[str]) -> dict[str, tuple[int | None, int | None]]:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import table, write_result
+from bench.common import RESULTS, table, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,11 +156,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="Spark runs of the job on one session")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting")
     args = parser.parse_args()
-    dataset = ROOT / "bench" / "results" / f"report-scale-{args.events}"
+    dataset = RESULTS / f"report-scale-{args.events}"
     if not (dataset / "generated.json").exists():
         print(f"generating {args.events:,} events in {dataset} ...", flush=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "report_scale.py"), "generate", "--events",
-                        str(args.events), "--groups", str(args.groups), "--dir", str(dataset)], check=True)
+                        str(args.events), "--groups", str(args.groups), "--dir", str(dataset),
+                        "--spark-master", args.spark_master], check=True)
     as_of = int(json.loads((dataset / "generated.json").read_text())["asOf"])
     duck_s, duck_rows = duckdb_run(dataset, as_of, args.threads)
     spark = spark_runs(dataset, as_of, args.spark_master, args.conf, args.runs)

@@ -114,13 +114,16 @@ def _sync_state_metrics(events: DataFrame, as_of_ms: int) -> DataFrame:
 
 # ---------------------------------------------------------------------- replicas' epoch files
 def _epoch_metrics(epochs: DataFrame) -> DataFrame:
-    replicas = epochs.groupBy(*KEY).agg(F.count_distinct("brokerId").alias("replicas"))
-    divergent = (epochs.groupBy(*KEY, "epoch")
-                 .agg(F.count_distinct("startOffset").alias("offsets"))
-                 .filter(F.col("offsets") > 1)
-                 .groupBy(*KEY)
-                 .agg(F.sort_array(F.collect_list("epoch")).alias("divergentEpochs")))
-    return replicas.join(divergent, list(KEY), "full_outer")
+    """``replicas`` (distinct brokerIds) and ``divergentEpochs`` per group, in one pass of two cheap
+    aggregations: an epoch diverges when its replicas' startOffsets are not all equal, i.e. their min
+    and max differ (nulls ignored, as a distinct count would)."""
+    per_epoch = (epochs.groupBy(*KEY, "epoch")
+                 .agg(F.min("startOffset").alias("lo"), F.max("startOffset").alias("hi"),
+                      F.collect_set("brokerId").alias("ids")))
+    return (per_epoch.groupBy(*KEY)
+            .agg(F.size(F.array_distinct(F.flatten(F.collect_list("ids")))).cast(LongType()).alias("replicas"),
+                 F.sort_array(F.collect_list(F.when(F.col("lo") != F.col("hi"), F.col("epoch"))))
+                 .alias("divergentEpochs")))
 
 
 # ---------------------------------------------------------------------- the job

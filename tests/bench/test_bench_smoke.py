@@ -4,21 +4,37 @@ asserted: benchmarks report, tests check behaviour)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from bench.common import RESULTS
-
 pytestmark = pytest.mark.integration
 
+CASES = [
+    pytest.param("failover_kill", ["bench.failover", "--kills", "1"], id="failover"),
+    pytest.param("replicated_writes", ["bench.replicated_writes", "--seconds", "1", "--producers", "1"],
+                 id="replicated_writes"),
+    pytest.param("controller_writes", ["bench.controller_writes", "--seconds", "1", "--clients", "2"],
+                 id="controller_writes"),
+    pytest.param("controller_failover", ["bench.controller_failover", "--kills", "1"], id="controller_failover"),
+    pytest.param("restart", ["bench.restart", "--broker-mib", "70", "--controller-events", "300"], id="restart"),
+    pytest.param("false_failover", ["bench.false_failover", "--minutes", "0.05", "--producers", "1"],
+                 id="false_failover"),
+    pytest.param("heartbeat_soak", ["bench.heartbeat_soak", "--brokers", "12", "--minutes", "0.1"],
+                 id="heartbeat_soak"),
+    pytest.param("report_vs_duckdb", ["bench.report_vs_duckdb", "--events", "20000", "--groups", "20", "--runs", "1"],
+                 id="report_vs_duckdb", marks=pytest.mark.spark),
+]
 
-@pytest.mark.parametrize("args", [["bench.failover", "--kills", "1"],
-                                  ["bench.replicated_writes", "--seconds", "1", "--producers", "1"]])
-def test_benchmark_runs(args: list[str]) -> None:
-    done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=300, check=False)
+
+@pytest.mark.parametrize("name,args", CASES)
+def test_benchmark_runs(name: str, args: list[str], tmp_path: Path) -> None:
+    env = {**os.environ, "MQCTL_BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=300, check=False,
+                          env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "result:" in done.stdout
-    name = "failover_kill" if args[0] == "bench.failover" else "replicated_writes"
-    assert json.loads((RESULTS / f"{name}.json").read_text())["benchmark"] == name
+    assert json.loads((tmp_path / f"{name}.json").read_text())["benchmark"] == name
