@@ -183,15 +183,24 @@ def _png_group(ax: Any, t: GroupTimeline, mdates: Any) -> None:
 
     lanes = t.lanes()
     first, last = t.window()
-    for start, end in t.spans:
-        ax.axvspan(day(start), day(end), color=SHADE, lw=0)
+    # One artist per kind of mark, not one per bar: a group can have hundreds of changes, and
+    # matplotlib's cost is per artist.
+    if t.spans:  # shading over every lane (the y-limits set below)
+        ax.broken_barh([(day(start), day(end) - day(start)) for start, end in t.spans], (-1.0, len(lanes) + 0.6),
+                       facecolors=SHADE, lw=0)
+    bars: dict[tuple[int, bool], list[tuple[float, float]]] = {}
+    marks: dict[str, list[float]] = {}
     for m in t.masters:
         row = lanes.index(t.lane_of(m))
-        ax.broken_barh([(day(m.start), max(day(m.end) - day(m.start), 1e-9))], (row - 0.4, 0.8),
-                       facecolors=MASTER_FILL if m.elected else NO_MASTER_FILL, edgecolor="white", lw=0.4)
+        bars.setdefault((row, m.elected), []).append((day(m.start), max(day(m.end) - day(m.start), 1e-9)))
         if m.elected and m.reason in ("FAILOVER", "UNCLEAN"):
-            ax.plot(day(m.start), -0.75, marker="v" if m.reason == "FAILOVER" else "X",
-                    color=REASON_COLORS[m.reason], ms=7, clip_on=False)
+            marks.setdefault(m.reason, []).append(day(m.start))
+    for (row, elected), ranges in bars.items():
+        ax.broken_barh(ranges, (row - 0.4, 0.8), facecolors=MASTER_FILL if elected else NO_MASTER_FILL,
+                       edgecolor="white", lw=0.4)
+    for reason, xs in marks.items():
+        ax.plot(xs, [-0.75] * len(xs), marker="v" if reason == "FAILOVER" else "X", ls="",
+                color=REASON_COLORS[reason], ms=7, clip_on=False)
     pad = (last - first) / 100
     ax.set_xlim(day(first - pad), day(last + pad))
     ax.set_ylim(len(lanes) - 0.4, -1.0)  # first lane on top, as in the HTML
