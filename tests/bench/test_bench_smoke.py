@@ -38,3 +38,14 @@ def test_benchmark_runs(name: str, args: list[str], tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "result:" in done.stdout
     assert json.loads((tmp_path / f"{name}.json").read_text())["benchmark"] == name
+
+
+@pytest.mark.spark
+def test_report_scale_runs(tmp_path: Path) -> None:
+    """bench/report_scale.py (a script: the whole report on a generated dataset, time and peak memory)."""
+    script = Path(__file__).resolve().parents[2] / "bench" / "report_scale.py"
+    done = subprocess.run([sys.executable, str(script), "--events", "20000", "--groups", "20", "--dir",
+                           str(tmp_path / "dataset")], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(done.stdout[done.stdout.rindex("\n{") + 1:])
+    assert result["events"] == 20000 and result["groups"] == 20
