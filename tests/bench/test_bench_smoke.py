@@ -49,3 +49,16 @@ def test_report_scale_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout[done.stdout.rindex("\n{") + 1:])
     assert result["events"] == 20000 and result["groups"] == 20
+
+
+def test_plot_draws_the_failover_results(tmp_path: Path) -> None:
+    kill = {"benchmark": "failover_kill", "kills": [
+        {"detectAndElectMs": 10, "roleChangeMs": 20, "clientRecoveryMs": 30, "totalMs": 60},
+        {"detectAndElectMs": 12, "roleChangeMs": 25, "clientRecoveryMs": 40, "totalMs": 77}]}
+    (tmp_path / "failover_kill.json").write_text(json.dumps(kill))
+    out = tmp_path / "failover.png"
+    env = {**os.environ, "MQCTL_BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "bench.plot", "--out", str(out)], capture_output=True, text=True,
+                          timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
