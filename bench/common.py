@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import json
 import os
 import platform
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from services.common.controller_client import ControllerClient
+
 #: Where results go (``$MQCTL_BENCH_RESULTS`` overrides it, e.g. for the smoke tests).
 RESULTS = Path(os.environ.get("MQCTL_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A temporary directory for a benchmark's clusters and stores, removed when the benchmark exits
+    (a 10-minute write benchmark leaves tens of GB of commitlog); ``MQCTL_BENCH_KEEP=1`` keeps it."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    if not os.environ.get("MQCTL_BENCH_KEEP"):
+        atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -55,3 +70,43 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return "" if v is None else str(v)
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process (0 when it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------- load generators
+def request_bytes(controller: str, path: str, body: dict[str, Any]) -> bytes:
+    """One HTTP/1.1 POST with a JSON body, encoded once and sent many times on a keep-alive connection."""
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    head = (f"POST {path} HTTP/1.1\r\nHost: {controller}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
+    return head.encode() + payload
+
+
+async def read_response(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return await reader.readexactly(length)
+
+
+def events_since(client: ControllerClient, from_index: int) -> list[dict[str, Any]]:
+    """Every controller event from ``from_index`` on, page by page."""
+    found: list[dict[str, Any]] = []
+    while True:
+        env = client.call("GET", "/v1/controller/events", params={"fromIndex": from_index, "limit": 10_000})
+        found += env.data["events"]
+        if not env.data["events"]:
+            return found
+        from_index = env.data["nextIndex"]

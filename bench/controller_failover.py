@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import gc
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import summary, table, write_result
+from bench.common import scratch_dir, summary, table, write_result
 from mqctl.localcluster import ControllerCluster, ControllerNode, wait_until
 
 BODY = {"clusterName": "DefaultCluster", "brokerName": "failover-bench", "appliedBrokerId": 1,
@@ -81,7 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     gc.collect()
     gc.freeze()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-ctl-failover-"))
+    root = scratch_dir("mqctl-bench-ctl-failover-")
     cluster = ControllerCluster(root, size=3, extra={"logLevel": "WARNING"})
     cluster.configure()
     cluster.start()

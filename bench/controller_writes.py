@@ -17,16 +17,21 @@ import gc
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import summary, table, write_result
-from bench.heartbeat_soak import read_response, request_bytes
-from bench.replicated_writes import cpu_seconds
+from bench.common import (
+    cpu_seconds,
+    read_response,
+    request_bytes,
+    scratch_dir,
+    summary,
+    table,
+    write_result,
+)
 from mqctl.localcluster import ControllerCluster, free_port_pair, wait_until
 
 
@@ -133,7 +138,7 @@ def main() -> None:
     args = parser.parse_args()
     gc.collect()
     gc.freeze()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-ctl-"))
+    root = scratch_dir("mqctl-bench-ctl-")
     raw = raw_pysyncobj(root, args.seconds, args.clients)
     http = http_writes(root, args.seconds, args.clients)
     rows = [{"case": "bare pysyncobj, in-process callers", "writesPerSec": raw["writesPerSec"],

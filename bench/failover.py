@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import summary, table, write_result
+from bench.common import scratch_dir, summary, table, write_result
 from mqctl.devcluster import DevCluster
 from mqctl.localcluster import wait_until
 from tests.chaos.harness import free_base_port
@@ -98,7 +96,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--mode", choices=("kill", "stop"), default="kill")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-failover-"))
+    root = scratch_dir("mqctl-bench-failover-")
     cluster = DevCluster.create(root, 3, 1, 3, free_base_port())
     cluster.up(timeout=120)
     writer = Writer(cluster)

@@ -13,25 +13,11 @@ from __future__ import annotations
 
 import argparse
 import gc
-import tempfile
 import threading
-import time
-from pathlib import Path
 from typing import Any
 
-from bench.common import table, write_result
+from bench.common import events_since, scratch_dir, table, write_result
 from bench.replicated_writes import drive, start
-
-
-def events_since(cluster: Any, first: int) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    with cluster.client(timeout=10.0) as client:
-        while True:
-            env = client.call("GET", "/v1/controller/events", params={"fromIndex": first, "limit": 10_000})
-            found += env.data["events"]
-            if not env.data["events"]:
-                return found
-            first = env.data["nextIndex"]
 
 
 def main() -> None:
@@ -41,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     gc.collect()
     gc.freeze()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-false-failover-"))
+    root = scratch_dir("mqctl-bench-false-failover-")
     cluster = start(root / "cluster", 3, "ASYNC_FLUSH")
     try:
         master = cluster.master_of("broker-a")
@@ -58,7 +44,8 @@ def main() -> None:
         producer.start()
         producer.join()
         after = cluster.sync_state("broker-a")
-        events = events_since(cluster, first)
+        with cluster.client(timeout=10.0) as client:
+            events = events_since(client, first)
     finally:
         cluster.down(grace=5)
     elections = [e for e in events if e["eventType"] == "ELECT_MASTER"]

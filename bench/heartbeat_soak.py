@@ -22,14 +22,21 @@ import gc
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.common import summary, table, write_result
-from bench.replicated_writes import cpu_seconds
+from bench.common import (
+    cpu_seconds,
+    events_since,
+    read_response,
+    request_bytes,
+    scratch_dir,
+    summary,
+    table,
+    write_result,
+)
 from mqctl.localcluster import DEMO_CONTROLLER, ControllerCluster, wait_until
 from services.common.controller_client import ControllerClient
 
@@ -46,23 +53,6 @@ def fake_address(index: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------- load worker
-def request_bytes(controller: str, path: str, body: dict[str, Any]) -> bytes:
-    """One HTTP/1.1 POST with a JSON body, encoded once and sent many times on a keep-alive connection."""
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    head = (f"POST {path} HTTP/1.1\r\nHost: {controller}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
-    return head.encode() + payload
-
-
-async def read_response(reader: asyncio.StreamReader) -> bytes:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":", 1)[1])
-    return await reader.readexactly(length)
-
-
 async def simulate(indexes: list[int], names: list[tuple[str, int]], controllers: list[str], interval: float,
                    seconds: float, timeout_ms: int, ready_file: Path) -> dict[str, Any]:
     latencies: list[float] = []
@@ -146,17 +136,6 @@ def elect_all(client: ControllerClient, groups: list[str]) -> None:
         list(pool.map(one, groups))
 
 
-def elections_since(client: ControllerClient, from_index: int) -> list[dict[str, Any]]:
-    found = []
-    while True:
-        env = client.call("GET", "/v1/controller/events", params={"fromIndex": from_index, "limit": 10_000})
-        events = env.data["events"]
-        found += [e for e in events if e["eventType"] == "ELECT_MASTER"]
-        if not events:
-            return found
-        from_index = env.data["nextIndex"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--brokers", type=int, default=1000)
@@ -174,7 +153,7 @@ def main() -> None:
         return
     gc.collect()
     gc.freeze()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-soak-"))
+    root = scratch_dir("mqctl-bench-soak-")
     names = broker_names(args.brokers, args.replicas)
     groups = sorted({n for n, _ in names})
     cluster = ControllerCluster(root, size=3, extra={"logLevel": "WARNING", **DEMO_CONTROLLER})
@@ -208,7 +187,7 @@ def main() -> None:
         soak_seconds = time.monotonic() - soak_started
         cpu_used = [cpu_seconds(p) - b for p, b in zip(pids, cpu_before)]
         after = masters(client, groups)
-        elections = elections_since(client, first_index)
+        elections = [e for e in events_since(client, first_index) if e["eventType"] == "ELECT_MASTER"]
     finally:
         for w in workers:
             if w.poll() is None:

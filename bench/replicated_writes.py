@@ -14,7 +14,6 @@ import argparse
 import gc
 import json
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import summary, table, write_result
+from bench.common import cpu_seconds, scratch_dir, summary, table, write_result
 from mqctl.devcluster import DevCluster
 from tests.chaos.harness import free_base_port
 
@@ -86,17 +85,6 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
             "ackLatencyMs": summary(lat)}
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process (0 when it is gone)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_per_message(cluster: DevCluster, master: str, run: Any) -> tuple[dict[str, Any], dict[str, float]]:
     """Run ``run()`` and charge the CPU time every process used to each acknowledged message (µs/msg)."""
     pids = {n.name: cluster.pid(n) for n in cluster.brokers() + cluster.controllers()}
@@ -143,7 +131,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--producers", type=int, default=4)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-"))
+    root = scratch_dir("mqctl-bench-")
     gc.collect()
     gc.freeze()  # the load generator's own start-up objects: keep its collector pauses out of the latencies
     rows = [case("single broker, ASYNC_FLUSH", 1, "ASYNC_FLUSH", args, root),

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import table, write_result
+from bench.common import scratch_dir, table, write_result
 from mqctl.localcluster import ControllerCluster, free_port_pair, make_broker, wait_until
 from services.broker.store import Message, MessageStore
 
@@ -145,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     gc.collect()
     gc.freeze()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-bench-restart-"))
+    root = scratch_dir("mqctl-bench-restart-")
     rows = broker_case(root, args.broker_mib) + controller_case(root, args.controller_events)
     print(table(rows, ["case", "readySeconds", "storeRecoverySeconds", "buildSeconds"]))
     path = write_result("restart", {"args": vars(args), "cases": rows})

@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from services.common.durable import fsync_dir
 
@@ -140,8 +140,19 @@ class Blank:
         self.size = size
 
 
-def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> MessageRecord | Blank | None:
-    """Decode the record at ``buf[pos:]``; ``None`` if it is incomplete or corrupt."""
+class _Parsed(NamedTuple):
+    total: int
+    queue_id: int
+    queue_offset: int
+    timestamp: int
+    topic: str
+    props: slice
+    body: slice
+
+
+def _parse(buf: bytes | memoryview, pos: int, physical_offset: int) -> _Parsed | Blank | None:
+    """Check the record at ``buf[pos:]`` (framing, physical offset, lengths, body CRC) and locate its
+    parts without copying them; ``None`` if it is incomplete or corrupt."""
     if len(buf) - pos < MIN_BLANK:
         return None
     total, magic = _BLANK.unpack_from(buf, pos)
@@ -150,50 +161,7 @@ def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> Me
     if magic != MESSAGE_MAGIC or total < _HEAD.size + 6 or len(buf) - pos < total:
         return None
     try:
-        return _decode_message(buf, pos, total, physical_offset)
-    except (struct.error, UnicodeDecodeError):
-        return None
-
-
-def _decode_message(buf: bytes | memoryview, pos: int, total: int, physical_offset: int) -> MessageRecord | None:
-    _, _, crc, queue_id, queue_offset, phys, ts, topic_len = _HEAD.unpack_from(buf, pos)
-    if phys != physical_offset or _HEAD.size + topic_len + 2 + 4 > total:
-        return None
-    p = pos + _HEAD.size
-    topic = bytes(buf[p:p + topic_len]).decode("utf-8", errors="replace")
-    p += topic_len
-    (props_len,) = struct.unpack_from(">H", buf, p)
-    p += 2
-    if p + props_len + 4 > pos + total:
-        return None
-    props = decode_properties(bytes(buf[p:p + props_len]))
-    p += props_len
-    (body_len,) = struct.unpack_from(">i", buf, p)
-    p += 4
-    if body_len < 0 or p + body_len != pos + total:
-        return None
-    body = bytes(buf[p:p + body_len])
-    if zlib.crc32(body) != crc:
-        return None
-    return MessageRecord(topic, queue_id, queue_offset, physical_offset, ts, props, body, total)
-
-
-#: (topic, queueId, queueOffset, physicalOffset, size, tags)
-IndexEntry = tuple[str, int, int, int, int, str]
-_TAGS_KEY = b"TAGS\x01"
-
-
-def decode_index(buf: memoryview, pos: int, physical_offset: int) -> IndexEntry | Blank | None:
-    """:func:`decode_record` for indexing: the same checks, without materialising the message."""
-    if len(buf) - pos < MIN_BLANK:
-        return None
-    total, magic = _BLANK.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC:
-        return Blank(total) if total >= MIN_BLANK else None
-    if magic != MESSAGE_MAGIC or total < _HEAD.size + 6 or len(buf) - pos < total:
-        return None
-    try:
-        _, _, crc, queue_id, queue_offset, phys, _, topic_len = _HEAD.unpack_from(buf, pos)
+        _, _, crc, queue_id, queue_offset, phys, ts, topic_len = _HEAD.unpack_from(buf, pos)
         if phys != physical_offset or _HEAD.size + topic_len + 2 + 4 > total:
             return None
         p = pos + _HEAD.size
@@ -203,20 +171,43 @@ def decode_index(buf: memoryview, pos: int, physical_offset: int) -> IndexEntry 
         p += 2
         if p + props_len + 4 > pos + total:
             return None
-        tags = ""
-        if props_len:
-            raw = bytes(buf[p:p + props_len])
-            at = raw.find(_TAGS_KEY)
-            if at == 0 or (at > 0 and raw[at - 1] == 2):
-                tags = decode_properties(raw).get("TAGS", "")
+        props = slice(p, p + props_len)
         p += props_len
         (body_len,) = _I32.unpack_from(buf, p)
         p += 4
-        if body_len < 0 or p + body_len != pos + total or zlib.crc32(buf[p:p + body_len]) != crc:
-            return None
     except (struct.error, UnicodeDecodeError):
         return None
-    return topic, queue_id, queue_offset, physical_offset, total, tags
+    if body_len < 0 or p + body_len != pos + total or zlib.crc32(memoryview(buf)[p:p + body_len]) != crc:
+        return None
+    return _Parsed(total, queue_id, queue_offset, ts, topic, props, slice(p, p + body_len))
+
+
+def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> MessageRecord | Blank | None:
+    """Decode the record at ``buf[pos:]``; ``None`` if it is incomplete or corrupt."""
+    r = _parse(buf, pos, physical_offset)
+    if not isinstance(r, _Parsed):
+        return r
+    return MessageRecord(r.topic, r.queue_id, r.queue_offset, physical_offset, r.timestamp,
+                         decode_properties(bytes(buf[r.props])), bytes(buf[r.body]), r.total)
+
+
+#: (topic, queueId, queueOffset, physicalOffset, size, tags)
+IndexEntry = tuple[str, int, int, int, int, str]
+_TAGS_KEY = b"TAGS\x01"
+
+
+def decode_index(buf: bytes | memoryview, pos: int, physical_offset: int) -> IndexEntry | Blank | None:
+    """:func:`decode_record` for indexing: the same checks, without materialising the message."""
+    r = _parse(buf, pos, physical_offset)
+    if not isinstance(r, _Parsed):
+        return r
+    tags = ""
+    if r.props.stop > r.props.start:
+        raw = bytes(buf[r.props])
+        at = raw.find(_TAGS_KEY)
+        if at == 0 or (at > 0 and raw[at - 1] == 2):
+            tags = decode_properties(raw).get("TAGS", "")
+    return r.topic, r.queue_id, r.queue_offset, physical_offset, r.total, tags
 
 
 @dataclass
