@@ -61,6 +61,8 @@ READ_ERROR_CONDITIONS = ("FAILED_READ_FILE", "MALFORMED_RECORD", "PATH_NOT_FOUND
 class Dataset:
     events: DataFrame
     epochs: DataFrame
+    #: total size of the input files
+    size_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,15 +74,15 @@ class DatasetStats:
 
 def load(spark: SparkSession, root: str | Path, cluster: str | None = None) -> Dataset:
     """Read ``root/events`` and ``root/epochs``; only rows of ``cluster`` when given. Lazy: no data is read."""
-    events = _read_table(spark, root, "events", EVENTS_SCHEMA)
-    epochs = _read_table(spark, root, "epochs", EPOCHS_SCHEMA)
+    events, events_bytes = _read_table(spark, root, "events", EVENTS_SCHEMA)
+    epochs, epochs_bytes = _read_table(spark, root, "epochs", EPOCHS_SCHEMA)
     if cluster is not None:
         events = events.filter(F.col("clusterName") == cluster)
         epochs = epochs.filter(F.col("clusterName") == cluster)
-    return Dataset(events, epochs)
+    return Dataset(events, epochs, events_bytes + epochs_bytes)
 
 
-def _read_table(spark: SparkSession, root: str | Path, name: str, schema: StructType) -> DataFrame:
+def _read_table(spark: SparkSession, root: str | Path, name: str, schema: StructType) -> tuple[DataFrame, int]:
     directory = Path(root) / name
     if not directory.is_dir():
         raise DatasetError(f"malformed dataset {root}: no {name}/ directory (expected events/ and epochs/ "
@@ -98,7 +100,7 @@ def _read_table(spark: SparkSession, root: str | Path, name: str, schema: Struct
     frame = frames[0]
     for other in frames[1:]:
         frame = frame.unionByName(other)
-    return frame
+    return frame, sum(Path(p).stat().st_size for p in jsonl + parquet)
 
 
 # ---------------------------------------------------------------------- validation

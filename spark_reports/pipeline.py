@@ -19,6 +19,8 @@ from spark_reports.jobs.epoch_history import KEY, cluster_summary, compute, time
 #: Timelines are drawn for this many groups (the most failovers first), each with its latest changes.
 TIMELINE_GROUPS = 50
 TIMELINE_CHANGES = 200
+#: Inputs below this size run their shuffles in as many partitions as Spark has cores instead of 200.
+SMALL_INPUT_BYTES = 32 * 1024 * 1024
 SEPARATOR = "\u0000"  # cannot occur in a cluster or broker name
 
 
@@ -46,6 +48,7 @@ def run_report(spark: SparkSession, input_dir: str | Path, output_dir: str | Pat
     timings: dict[str, float] = {}
     started = time.monotonic()
     data = load(spark, input_dir, cluster)
+    _fit_shuffles(spark, data.size_bytes)
     stats = validate(data, input_dir)
     as_of = as_of_ms if as_of_ms is not None else max(now_ms(), stats.max_timestamp or 0)
     timings["validate"] = time.monotonic() - started
@@ -68,6 +71,14 @@ def run_report(spark: SparkSession, input_dir: str | Path, output_dir: str | Pat
     files["parquet"] = output / render.PARQUET_NAME
     timings["total"] = time.monotonic() - started
     return ReportResult(summary, stats, output, files, timings)
+
+
+def _fit_shuffles(spark: SparkSession, size_bytes: int) -> None:
+    """A small input in 200 shuffle partitions spends its time scheduling tasks and writing tiny files
+    (a 10,000-event job: 3.2 s warm, 1.6 s with one partition per core). Unless the user chose a number."""
+    key = "spark.sql.shuffle.partitions"
+    if size_bytes < SMALL_INPUT_BYTES and not spark.sparkContext.getConf().contains(key):
+        spark.conf.set(key, str(max(1, spark.sparkContext.defaultParallelism)))
 
 
 def _timelines(events: DataFrame, groups: list[dict[str, Any]], as_of: int) -> list[GroupTimeline]:

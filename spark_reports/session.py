@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from spark_reports import cds
+from spark_reports.cds import ClassArchive
 from spark_reports.errors import MasterUnreachableError, SettingError, SparkSetupError, spark_messages
 
 if TYPE_CHECKING:
@@ -57,6 +59,8 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 """
 LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
+#: ``java -version`` output per java binary, as seen by :func:`check_java`
+_JAVA_VERSIONS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,7 @@ def check_java() -> int:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SparkSetupError(f"could not run {java} -version: {exc}") from exc
     match = re.search(r'version "(\d+)(?:\.(\d+))?', probe.stderr + probe.stdout)
+    _JAVA_VERSIONS[java] = probe.stderr + probe.stdout
     if probe.returncode != 0 or match is None:
         raise SparkSetupError(f"{java} -version failed; mqctl report needs Java {MIN_JAVA} or 21")
     major = int(match.group(1))
@@ -161,7 +166,7 @@ def check_master_reachable(master: str, timeout: float = 5.0) -> None:
 
 # ---------------------------------------------------------------------- the session
 def effective_conf(options: SessionOptions, log4j_file: Path | None,
-                   preset: Collection[str] = ()) -> dict[str, str]:
+                   preset: Collection[str] = (), archive: ClassArchive | None = None) -> dict[str, str]:
     """Our defaults, except for keys already ``preset`` (by spark-defaults.conf or spark-submit), then the
     user's ``--conf`` on top (their driver Java options keep ours first)."""
     conf = dict(BASE_CONF)
@@ -169,12 +174,23 @@ def effective_conf(options: SessionOptions, log4j_file: Path | None,
         conf.update(LOOPBACK_CONF)
     conf = {k: v for k, v in conf.items() if k not in preset}
     user = dict(options.conf)
-    if log4j_file is not None:
-        ours = f"-Dlog4j2.configurationFile=file:{log4j_file}"
+    ours = " ".join(([f"-Dlog4j2.configurationFile=file:{log4j_file}"] if log4j_file is not None else [])
+                    + ([archive.java_options()] if archive is not None else []))
+    if ours:
         theirs = user.pop("spark.driver.extraJavaOptions", "")
         conf["spark.driver.extraJavaOptions"] = f"{ours} {theirs}".strip()
     conf.update(user)
     return conf
+
+
+def class_archive(options: SessionOptions) -> ClassArchive | None:
+    """The driver JVM's class-data-sharing archive (see spark_reports.cds), unless turned off."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    java = java_command()
+    if not cds.enabled(options.conf.get("spark.driver.extraJavaOptions", "")) or java not in _JAVA_VERSIONS:
+        return None
+    return cds.plan(java, _JAVA_VERSIONS[java], Path(_find_spark_home()) / "jars")
 
 
 def build_session(options: SessionOptions) -> SparkSession:
@@ -186,13 +202,18 @@ def build_session(options: SessionOptions) -> SparkSession:
     if options.master is None:  # under spark-submit: its JVM and settings are already there
         spark = _start(options, effective_conf(options, None, _running_conf_keys()), None)
     else:
+        archive = class_archive(options)
         with tempfile.TemporaryDirectory(prefix="mqctl-report-") as scratch:
             # log4j2 reads its file once, while the JVM starts; the file can go afterwards.
             log4j = None if options.verbose else _write_log4j(Path(scratch))
             log_file = None if options.verbose else (options.log_file or _temp_log_file())
-            spark = _start(options, effective_conf(options, log4j, spark_defaults_keys()), log_file)
+            spark = _start(options, effective_conf(options, log4j, spark_defaults_keys(), archive), log_file)
         if log_file is not None and options.log_file is None:  # ours, and Spark started: not needed later
             atexit.register(_remove, log_file)
+        if archive is not None and archive.pending is not None:
+            from pyspark import SparkContext
+
+            atexit.register(archive.finish, getattr(SparkContext._gateway, "proc", None))
     spark.sparkContext.setLogLevel("INFO" if options.verbose else "ERROR")
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.WARNING if options.verbose else logging.CRITICAL)
     if options.ship_package and options.master is not None and not is_local_master(options.master):

@@ -74,8 +74,8 @@ def _election_metrics(events: DataFrame, as_of_ms: int) -> DataFrame:
                  F.max(closed).alias("maxTenureMs"),
                  F.max(open_tenure).alias("currentTenureMs"),
                  last.alias("last"))
-            .withColumn("currentMasterBrokerId", F.when(F.col("last.elected"), F.col("last.masterBrokerId")))
-            .withColumn("currentMasterEpoch", F.col("last.masterEpoch"))
+            .withColumns({"currentMasterBrokerId": F.when(F.col("last.elected"), F.col("last.masterBrokerId")),
+                          "currentMasterEpoch": F.col("last.masterEpoch")})
             .drop("last"))
 
 
@@ -89,17 +89,15 @@ def sync_state_changes(events: DataFrame, as_of_ms: int) -> DataFrame:
     whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     first_election = F.min(F.when(~F.col("isAlter"), F.col("timestamp"))).over(whole)
     end = F.coalesce(F.lead("timestamp").over(ordered), F.lit(as_of_ms))
+    elected_once = F.col("firstElection").isNotNull()
     return (_visible(events, as_of_ms)
             .filter(is_alter | is_election)
             .select(*KEY, "index", "timestamp", is_alter.alias("isAlter"),
                     F.when(is_alter, F.size("syncStateSet")).otherwise(F.lit(1)).alias("setSize"))
-            .withColumn("prevSize", F.lag("setSize").over(ordered))
-            .withColumn("firstElection", first_election)
-            .withColumn("spanStart", F.greatest("timestamp", "firstElection"))
-            .withColumn("spanEnd", F.greatest(end, F.col("firstElection")))
-            # greatest() skips nulls: a group never elected has no span at all
-            .withColumn("spanStart", F.when(F.col("firstElection").isNotNull(), F.col("spanStart")))
-            .withColumn("spanEnd", F.when(F.col("firstElection").isNotNull(), F.col("spanEnd"))))
+            .withColumns({"prevSize": F.lag("setSize").over(ordered), "firstElection": first_election})
+            # greatest() skips nulls, hence the when(): a group never elected has no span at all
+            .withColumns({"spanStart": F.when(elected_once, F.greatest("timestamp", "firstElection")),
+                          "spanEnd": F.when(elected_once, F.greatest(end, F.col("firstElection")))}))
 
 
 def _sync_state_metrics(events: DataFrame, as_of_ms: int) -> DataFrame:
@@ -133,10 +131,9 @@ def compute(events: DataFrame, epochs: DataFrame, as_of_ms: int) -> tuple[DataFr
               .join(_election_metrics(events, as_of_ms), list(KEY), "left")
               .join(_sync_state_metrics(events, as_of_ms), list(KEY), "left")
               .join(_epoch_metrics(epochs), list(KEY), "left"))
-    for name in SUMMED:
-        groups = groups.withColumn(name, F.coalesce(F.col(name), F.lit(0).cast(LongType())))
     empty = F.array().cast(ArrayType(LongType()))
-    groups = (groups.withColumn("divergentEpochs", F.coalesce("divergentEpochs", empty))
+    groups = (groups.withColumns({name: F.coalesce(F.col(name), F.lit(0).cast(LongType())) for name in SUMMED}
+                                 | {"divergentEpochs": F.coalesce("divergentEpochs", empty)})
               .withColumn("failoverRank", F.rank().over(Window.orderBy(F.desc("failovers"))))
               .select(*GROUP_COLUMNS))
     return groups, cluster_summary(groups)

@@ -35,6 +35,8 @@ def test_jsonl_and_parquet_are_read_together(spark: SparkSession, tmp_path: Path
     assert sorted(r["index"] for r in data.events.collect()) == [0, 1]
     assert sorted(r["brokerId"] for r in data.epochs.collect()) == [1, 2]
     assert validate(data, root).events == 2
+    files = [p for p in root.rglob("*") if p.is_file() and p.name.endswith((".jsonl", ".parquet"))]
+    assert data.size_bytes == sum(p.stat().st_size for p in files) > 0
 
 
 def test_unknown_fields_are_ignored_and_missing_optional_ones_are_null(spark: SparkSession, tmp_path: Path) -> None:

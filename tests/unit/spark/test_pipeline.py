@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_reports.columns import GROUP_COLUMNS
-from spark_reports.pipeline import run_report
+from spark_reports.pipeline import SMALL_INPUT_BYTES, _fit_shuffles, run_report
 from tests.unit.spark.builders import alter, elect, entry, failed, other
 from tests.unit.spark.test_dataset import dataset
 
@@ -81,3 +81,37 @@ def test_html_is_self_contained(report: Path) -> None:
 def test_png(report: Path) -> None:
     data = (report / "timeline.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
+
+
+class FakeConf:
+    def __init__(self, preset: set[str]) -> None:
+        self.preset, self.set_to = preset, {}
+
+    def contains(self, key: str) -> bool:
+        return key in self.preset
+
+    def set(self, key: str, value: str) -> None:
+        self.set_to[key] = value
+
+
+class FakeSpark:
+    """Only what _fit_shuffles reads: the settings given at start and the core count."""
+
+    def __init__(self, preset: set[str]) -> None:
+        self.conf = FakeConf(preset)
+        self.sparkContext = self
+        self.defaultParallelism = 2
+
+    def getConf(self) -> FakeConf:
+        return self.conf
+
+
+@pytest.mark.parametrize(("size", "preset", "expected"), [
+    (10_000, set(), {"spark.sql.shuffle.partitions": "2"}),        # small: one partition per core
+    (SMALL_INPUT_BYTES, set(), {}),                                 # large: Spark's default
+    (10_000, {"spark.sql.shuffle.partitions"}, {}),                 # the user's choice stays
+])
+def test_small_inputs_shuffle_in_one_partition_per_core(size: int, preset: set[str], expected: dict[str, str]) -> None:
+    spark = FakeSpark(preset)
+    _fit_shuffles(spark, size)  # type: ignore[arg-type]
+    assert spark.conf.set_to == expected

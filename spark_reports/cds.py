@@ -1,0 +1,144 @@
+"""A class-data-sharing archive for the report's driver JVM.
+
+Every Spark start loads and verifies some 12,000 classes from about 250 jars. Java 17 can map them from
+one archive instead, written by an earlier run (dynamic CDS: ``-XX:ArchiveClassesAtExit`` once, then
+``-XX:SharedArchiveFile``); here that takes the session start from ~5 s to ~3 s and the first query about
+a second faster (docs/performance.md).
+
+- The archive is kept in ``$MQCTL_CACHE_DIR``, else ``$XDG_CACHE_HOME/mqctl``, else ``~/.cache/mqctl``, named
+  after what it depends on (the java binary and its version, Spark's jars): another Java or Spark gets
+  its own, and the JVM itself ignores an archive whose class path does not match.
+- A run that finds none asks its JVM to write one, under a temporary name. At exit we end the JVM (by
+  closing its stdin, as happens anyway when Python exits), wait for it, and keep the file only if a JVM
+  starts with it: a truncated archive crashes the JVM, so none is ever used unchecked. That first run
+  ends a few seconds later, once.
+- ``MQCTL_SPARK_CDS=0`` turns it off, and so does a class-sharing option of the user's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+#: temporary archives older than this are left-overs of a JVM that never finished writing one
+STALE_SECONDS = 3600
+#: archives kept (most recently used first): one per Java and Spark installation in use, ~150 MB each
+KEEP = 3
+USER_OPTIONS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
+
+
+class JvmProcess(Protocol):
+    stdin: IO[bytes] | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+@dataclass(frozen=True)
+class ClassArchive:
+    java: str
+    path: Path
+    #: where this run's JVM writes a new archive, or None when ``path`` exists and is used
+    pending: Path | None
+
+    def java_options(self) -> str:
+        if self.pending is not None:
+            return f"-XX:ArchiveClassesAtExit={self.pending}"
+        return f"-XX:SharedArchiveFile={self.path} -Xshare:auto"
+
+    def finish(self, jvm: JvmProcess | None, timeout: float = 120.0) -> bool:
+        """After the session: end the JVM, check the archive it wrote, move it into place."""
+        if self.pending is None or jvm is None:
+            return False
+        try:
+            if jvm.stdin is not None:
+                jvm.stdin.close()  # the gateway JVM exits when its stdin closes, writing the archive first
+            jvm.wait(timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            return False  # still writing: left for the stale sweep
+        return promote(self.java, self.pending, self.path)
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("MQCTL_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mqctl"
+
+
+def enabled(user_java_options: str) -> bool:
+    if os.environ.get("MQCTL_SPARK_CDS", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    return not any(option in user_java_options for option in USER_OPTIONS)
+
+
+def archive_name(java: str, java_version: str, spark_jars: Path) -> str:
+    """``spark-<digest>.jsa``: the digest covers the java binary, its version text and Spark's jar files."""
+    digest = hashlib.sha256()
+    digest.update(os.path.realpath(java).encode())
+    digest.update(java_version.encode())
+    with contextlib.suppress(OSError):
+        for jar in sorted(spark_jars.glob("*.jar")):
+            digest.update(f"{jar.name}:{jar.stat().st_size}".encode())
+    return f"spark-{digest.hexdigest()[:16]}.jsa"
+
+
+def plan(java: str, java_version: str, spark_jars: Path, directory: Path | None = None) -> ClassArchive | None:
+    """The archive to use, or to write in this run; None if the cache directory is unusable."""
+    directory = directory or cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _sweep(directory)
+    except OSError:
+        return None
+    path = directory / archive_name(java, java_version, spark_jars)
+    if path.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(path)  # most recently used: kept when old ones are cleared
+        return ClassArchive(java, path, None)
+    return ClassArchive(java, path, path.with_name(f"{path.name}.tmp-{os.getpid()}"))
+
+
+def promote(java: str, written: Path, path: Path) -> bool:
+    """Keep ``written`` as ``path`` if a JVM starts with it (atomic rename); otherwise delete it."""
+    try:
+        if not written.is_file() or written.stat().st_size == 0:
+            return False
+        probe = subprocess.run([java, f"-XX:SharedArchiveFile={written}", "-Xshare:auto", "-version"],
+                               capture_output=True, timeout=60, check=False)
+        if probe.returncode != 0:
+            return False
+        os.replace(written, path)
+        _remove_others(path)
+        return True
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        written.unlink(missing_ok=True)
+
+
+def _sweep(directory: Path) -> None:
+    now = time.time()
+    for leftover in directory.glob("spark-*.jsa.tmp-*"):
+        with contextlib.suppress(OSError):
+            if now - leftover.stat().st_mtime > STALE_SECONDS:
+                leftover.unlink()
+
+
+def _remove_others(kept: Path) -> None:
+    """Only the ``KEEP`` most recently used archives stay (others belong to a Java or Spark no longer run)."""
+    def used(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    others = sorted((p for p in kept.parent.glob("spark-*.jsa") if p != kept), key=used, reverse=True)
+    for old in others[KEEP - 1:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
