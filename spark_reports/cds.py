@@ -9,9 +9,9 @@ a second faster (docs/performance.md).
   after what it depends on (the java binary and its version, Spark's jars): another Java or Spark gets
   its own, and the JVM itself ignores an archive whose class path does not match.
 - A run that finds none asks its JVM to write one, under a temporary name. At exit we end the JVM (by
-  closing its stdin, as happens anyway when Python exits), wait for it, and keep the file only if a JVM
-  starts with it: a truncated archive crashes the JVM, so none is ever used unchecked. That first run
-  ends a few seconds later, once.
+  closing its stdin, as happens anyway when Python exits); a detached process waits for it to finish
+  writing, then keeps the file only if a JVM starts with it (a truncated archive crashes the JVM, so none
+  is ever used unchecked) and renames it into place. The command itself does not wait.
 - ``MQCTL_SPARK_CDS=0`` turns it off, and so does a class-sharing option of the user's own.
 """
 
@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +29,16 @@ from typing import IO, Protocol
 
 #: temporary archives older than this are left-overs of a JVM that never finished writing one
 STALE_SECONDS = 3600
+#: how long the detached check waits for the JVM to finish writing the archive
+WRITE_TIMEOUT = 600.0
 #: archives kept (most recently used first): one per Java and Spark installation in use, ~150 MB each
 KEEP = 3
 USER_OPTIONS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
 
 
 class JvmProcess(Protocol):
+    pid: int
     stdin: IO[bytes] | None
-
-    def wait(self, timeout: float | None = None) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -51,17 +53,20 @@ class ClassArchive:
             return f"-XX:ArchiveClassesAtExit={self.pending}"
         return f"-XX:SharedArchiveFile={self.path} -Xshare:auto"
 
-    def finish(self, jvm: JvmProcess | None, timeout: float = 120.0) -> bool:
-        """After the session: end the JVM, check the archive it wrote, move it into place."""
+    def finish(self, jvm: JvmProcess | None) -> bool:
+        """At exit: end the JVM (it writes the archive as it exits) and leave checking the archive and moving
+        it into place to a detached process, so the command does not wait the ~15 s the JVM takes."""
         if self.pending is None or jvm is None:
             return False
         try:
             if jvm.stdin is not None:
-                jvm.stdin.close()  # the gateway JVM exits when its stdin closes, writing the archive first
-            jvm.wait(timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired):
-            return False  # still writing: left for the stale sweep
-        return promote(self.java, self.pending, self.path)
+                jvm.stdin.close()  # the gateway JVM exits when its stdin closes
+            subprocess.Popen([sys.executable, "-m", "spark_reports.cds", str(jvm.pid), self.java, str(self.pending),
+                              str(self.path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            return False
+        return True
 
 
 def cache_dir() -> Path:
@@ -122,6 +127,20 @@ def promote(java: str, written: Path, path: Path) -> bool:
         written.unlink(missing_ok=True)
 
 
+def wait_for_exit(pid: int, timeout: float) -> bool:
+    """True once ``pid`` has exited (gone, or a zombie waiting for its parent), False after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def _sweep(directory: Path) -> None:
     now = time.time()
     for leftover in directory.glob("spark-*.jsa.tmp-*"):
@@ -142,3 +161,15 @@ def _remove_others(kept: Path) -> None:
     for old in others[KEEP - 1:]:
         with contextlib.suppress(OSError):
             old.unlink()
+
+
+def main(argv: list[str]) -> int:
+    """``python -m spark_reports.cds PID JAVA WRITTEN PATH``: wait for the JVM, then :func:`promote`."""
+    pid, java, written, path = int(argv[0]), argv[1], Path(argv[2]), Path(argv[3])
+    if not wait_for_exit(pid, WRITE_TIMEOUT):
+        return 1  # still writing after all this time: the stale sweep removes the file later
+    return 0 if promote(java, written, path) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

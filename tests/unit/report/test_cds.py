@@ -105,11 +105,31 @@ def test_an_archive_the_jvm_wrote_is_kept(java: str, tmp_path: Path) -> None:
     assert archive is not None and archive.pending is not None
     jvm = subprocess.Popen([java, archive.java_options(), "-version"], stdin=subprocess.PIPE,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert archive.finish(jvm)
-    assert archive.path.is_file() and not archive.pending.exists()
+    assert archive.finish(jvm)  # returns at once; a detached process checks and places the archive
+    jvm.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while not archive.path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert archive.path.is_file()
+    while archive.pending.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not archive.pending.exists()
     started = subprocess.run([java, f"-XX:SharedArchiveFile={archive.path}", "-Xshare:on", "-version"],
                              capture_output=True, text=True, timeout=60, check=False)
     assert started.returncode == 0 and "sharing" in started.stderr
+
+
+def test_waiting_for_the_jvm_to_exit() -> None:
+    done = subprocess.Popen(["true"])
+    assert cds.wait_for_exit(done.pid, timeout=10)  # a zombie until reaped counts as exited
+    done.wait()
+    assert cds.wait_for_exit(done.pid, timeout=10)
+    running = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not cds.wait_for_exit(running.pid, timeout=0.5)
+    finally:
+        running.kill()
+        running.wait()
 
 
 def test_a_truncated_archive_is_never_kept(java: str, tmp_path: Path) -> None:
