@@ -8,6 +8,7 @@ markers above the lanes flag failovers (▼) and unclean elections (✖).
 from __future__ import annotations
 
 import html
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -145,6 +146,19 @@ LEGEND_SVG = (
 
 
 # ---------------------------------------------------------------------- PNG
+def preload() -> threading.Thread:
+    """Import matplotlib (~0.4 s) in the background, e.g. while the Spark JVM starts and Python only waits."""
+    def load() -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+
+    thread = threading.Thread(target=load, name="preload-matplotlib", daemon=True)
+    thread.start()
+    return thread
+
+
 def png(timelines: list[GroupTimeline], path: Path, max_groups: int = 12) -> Path:
     """All drawn groups stacked in one PNG (the first ``max_groups``: the most failovers first)."""
     import matplotlib

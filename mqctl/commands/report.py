@@ -93,10 +93,12 @@ def _collect(app: App, controller_address: str | None, cluster: str | None, outp
 
 def _run(app: App, options: SessionOptions, dataset: Path, output: Path, as_of: int | None,
          cluster: str | None) -> dict[str, Any]:
+    from spark_reports.charts import preload
     from spark_reports.pipeline import run_report
     from spark_reports.session import build_session
 
     app.info(f"starting Spark ({options.master})")
+    preload()  # the PNG's library loads while the JVM starts
     spark = build_session(options)
     try:
         if options.verbose:
