@@ -152,7 +152,7 @@ def preload() -> threading.Thread:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401
+        import matplotlib.pyplot
 
     thread = threading.Thread(target=load, name="preload-matplotlib", daemon=True)
     thread.start()
