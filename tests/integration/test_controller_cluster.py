@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,10 +106,15 @@ def test_follower_redirects_and_bad_input(controllers: ControllerCluster) -> Non
     leader = controllers.leader()
     follower = next(n for n in controllers.nodes if n is not leader)
     with controllers.client() as client:
-        env = client.request_node(follower.address, "POST", "/v1/controller/getNextBrokerId",
-                                  json={"clusterName": CLUSTER, "brokerName": NAME})
-        assert env.code == RC.CONTROLLER_NOT_LEADER
-        assert env.data["controllerLeaderAddress"] == leader.address
+        def ask_follower() -> Any:
+            env = client.request_node(follower.address, "POST", "/v1/controller/getNextBrokerId",
+                                      json={"clusterName": CLUSTER, "brokerName": NAME})
+            assert env.code == RC.CONTROLLER_NOT_LEADER
+            return env.data
+
+        # A follower names the leader once it has heard from it (until then the address is null).
+        known = poll(lambda: ask_follower()["controllerLeaderAddress"], 30, "the follower to know the leader")
+        assert known == leader.address
         # Malformed input: a structured INVALID_PARAMETER, never a 500.
         for body in ({"clusterName": CLUSTER}, {"clusterName": CLUSTER, "brokerName": NAME, "brokerId": "x",
                                                 "brokerAddress": "a"}, [1, 2]):
