@@ -183,12 +183,14 @@ def effective_conf(options: SessionOptions, log4j_file: Path | None,
     return conf
 
 
-def class_archive(options: SessionOptions) -> ClassArchive | None:
-    """The driver JVM's class-data-sharing archive (see spark_reports.cds), unless turned off."""
+def class_archive(options: SessionOptions, preset: Collection[str] = ()) -> ClassArchive | None:
+    """The driver JVM's class-data-sharing archive (see spark_reports.cds), unless turned off, or unless
+    spark-defaults.conf sets Java options (ours would replace them)."""
     from pyspark.find_spark_home import _find_spark_home
 
     java = java_command()
-    if not cds.enabled(options.conf.get("spark.driver.extraJavaOptions", "")) or java not in _JAVA_VERSIONS:
+    if ("spark.driver.extraJavaOptions" in preset or java not in _JAVA_VERSIONS
+            or not cds.enabled(options.conf.get("spark.driver.extraJavaOptions", ""))):
         return None
     return cds.plan(java, _JAVA_VERSIONS[java], Path(_find_spark_home()) / "jars")
 
@@ -202,12 +204,13 @@ def build_session(options: SessionOptions) -> SparkSession:
     if options.master is None:  # under spark-submit: its JVM and settings are already there
         spark = _start(options, effective_conf(options, None, _running_conf_keys()), None)
     else:
-        archive = class_archive(options)
+        preset = spark_defaults_keys()
+        archive = class_archive(options, preset)
         with tempfile.TemporaryDirectory(prefix="mqctl-report-") as scratch:
             # log4j2 reads its file once, while the JVM starts; the file can go afterwards.
             log4j = None if options.verbose else _write_log4j(Path(scratch))
             log_file = None if options.verbose else (options.log_file or _temp_log_file())
-            spark = _start(options, effective_conf(options, log4j, spark_defaults_keys(), archive), log_file)
+            spark = _start(options, effective_conf(options, log4j, preset, archive), log_file)
         if log_file is not None and options.log_file is None:  # ours, and Spark started: not needed later
             atexit.register(_remove, log_file)
         if archive is not None and archive.pending is not None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_reports import cds
-from spark_reports.session import SessionOptions, effective_conf
+from spark_reports import cds, session
+from spark_reports.session import SessionOptions, class_archive, effective_conf
 
 
 def jars(tmp_path: Path, *names: str) -> Path:
@@ -46,6 +46,7 @@ def test_first_run_writes_then_later_runs_use(tmp_path: Path) -> None:
 
 
 def test_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MQCTL_SPARK_CDS", "1")  # the suite's default is off (tests/conftest.py)
     assert cds.enabled("")
     assert not cds.enabled("-Xshare:off")
     assert not cds.enabled("-XX:SharedArchiveFile=/mine.jsa")
@@ -153,3 +154,21 @@ def test_only_the_most_recently_used_archives_stay(java: str, tmp_path: Path) ->
     assert cds.promote(java, written, tmp_path / "spark-new.jsa")
     assert sorted(p.name for p in tmp_path.glob("spark-*.jsa")) == ["spark-new.jsa", "spark-old0.jsa",
                                                                    "spark-old1.jsa"]
+
+
+def test_when_the_session_uses_an_archive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "java").write_text("")
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    monkeypatch.setenv("MQCTL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MQCTL_SPARK_CDS", "1")
+    options = SessionOptions()
+    assert class_archive(options) is None  # Java not checked yet
+    monkeypatch.setitem(session._JAVA_VERSIONS, str(home / "bin" / "java"), 'openjdk version "17.0.15"')
+    archive = class_archive(options)
+    assert archive is not None and archive.pending is not None and archive.path.parent == tmp_path / "cache"
+    assert class_archive(options, {"spark.driver.extraJavaOptions"}) is None  # spark-defaults.conf's stay
+    assert class_archive(SessionOptions(conf={"spark.driver.extraJavaOptions": "-Xshare:off"})) is None
+    monkeypatch.setenv("MQCTL_SPARK_CDS", "0")
+    assert class_archive(options) is None
