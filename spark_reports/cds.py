@@ -96,6 +96,8 @@ def archive_name(java: str, java_version: str, spark_jars: Path) -> str:
 def plan(java: str, java_version: str, spark_jars: Path, directory: Path | None = None) -> ClassArchive | None:
     """The archive to use, or to write in this run; None if the cache directory is unusable."""
     directory = directory or cache_dir()
+    if any(c.isspace() for c in str(directory)):
+        return None  # Spark splits extraJavaOptions at spaces: such a path cannot be passed to the JVM
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         _sweep(directory)

@@ -68,6 +68,10 @@ def test_an_unusable_cache_directory_means_no_archive(tmp_path: Path) -> None:
     assert cds.plan("java", "v", jars(tmp_path), blocker / "cache") is None
 
 
+def test_no_archive_under_a_path_with_spaces(tmp_path: Path) -> None:
+    assert cds.plan("java", "v", jars(tmp_path), tmp_path / "my cache") is None  # Spark splits options at spaces
+
+
 def test_stale_temporary_archives_are_swept(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
