@@ -10,7 +10,9 @@ import platform
 import shutil
 import statistics
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,17 @@ def scratch_dir(prefix: str) -> Path:
     if not os.environ.get("MQCTL_BENCH_KEEP"):
         atexit.register(shutil.rmtree, root, True)
     return root
+
+
+def run_workers(worker: Callable[[int], None], count: int) -> float:
+    """Run ``worker(0) … worker(count - 1)`` on as many threads at once; seconds until all finished."""
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(count)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.monotonic() - started
 
 
 def percentile(values: list[float], p: float) -> float:

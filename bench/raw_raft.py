@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjException, replicated
 
-from bench.common import summary
+from bench.common import run_workers, summary
 
 
 class Store(SyncObj):  # type: ignore[misc]
@@ -63,13 +62,7 @@ def drive(node: Store, seconds: float, clients: int) -> dict[str, Any]:
                 failed[c] += 1
             i += clients
 
-    threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in range(clients)]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
+    elapsed = run_workers(worker, clients)
     return {"writesPerSec": sum(done) / elapsed, "failed": sum(failed),
             "latencyMs": summary([x for per in latencies for x in per])}
 

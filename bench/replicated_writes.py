@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import cpu_seconds, scratch_dir, summary, table, write_result
+from bench.common import cpu_seconds, run_workers, scratch_dir, summary, table, write_result
 from mqctl.devcluster import DevCluster
 from tests.chaos.harness import free_base_port
 
@@ -73,13 +73,7 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
                 if status == "PUT_OK":
                     acked[i] += batch
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(producers)]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
+    elapsed = run_workers(worker, producers)
     lat = [x for per in latencies for x in per]
     return {"msgPerSec": sum(acked) / elapsed, "acked": sum(acked), "seconds": elapsed, "statuses": statuses,
             "ackLatencyMs": summary(lat)}

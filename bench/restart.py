@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import scratch_dir, table, write_result
+from bench.common import run_workers, scratch_dir, table, write_result
 from mqctl.localcluster import ControllerCluster, free_port_pair, make_broker, wait_until
 from services.broker.store import Message, MessageStore
 
@@ -101,7 +101,7 @@ def controller_case(root: Path, events: int, clients: int = 16) -> list[dict[str
         counter = iter(range(events))
         lock = threading.Lock()
 
-        def worker() -> None:
+        def worker(_: int) -> None:
             with httpx.Client(timeout=10.0) as c:
                 while True:
                     with lock:
@@ -111,13 +111,7 @@ def controller_case(root: Path, events: int, clients: int = 16) -> list[dict[str
                     while c.post(url, json={**body, "brokerName": f"bench-{i % 1000}"}).json()["code"] != 0:
                         time.sleep(0.01)
 
-        t0 = time.monotonic()
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        filled = time.monotonic() - t0
+        filled = run_workers(worker, clients)
         with httpx.Client(timeout=5.0) as c:
             latest = c.get(f"http://{leader.address}/v1/controller/events", params={"limit": 1}).json()
             applied_target = latest["data"]["latestIndex"]

@@ -4,7 +4,6 @@ archive a JVM starts with is ever kept (a truncated one crashes the JVM). The la
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -12,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from spark_reports import cds, session
-from spark_reports.session import SessionOptions, class_archive, effective_conf
+from spark_reports.errors import SparkSetupError
+from spark_reports.session import SessionOptions, class_archive, effective_conf, java_command
 
 
 def jars(tmp_path: Path, *names: str) -> Path:
@@ -97,12 +97,13 @@ def test_our_archive_goes_into_the_driver_java_options(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- with a real JVM
 @pytest.fixture
 def java() -> str:
-    found = shutil.which("java") or (os.environ.get("JAVA_HOME", "") + "/bin/java")
-    if not Path(found).exists():
-        if os.environ.get("CI"):
-            pytest.fail("no Java runtime in CI")
-        pytest.skip("no Java runtime on this developer machine")
-    return found
+    """The java the report would start (the same lookup), as the Spark tests require it."""
+    try:
+        return java_command()
+    except SparkSetupError:
+        if os.environ.get("CI"):  # CI installs Java: a missing one is a failure, never a silent skip
+            pytest.fail("no Java runtime in CI: the class-archive tests need Java 17 or 21")
+        pytest.skip("no Java runtime on this developer machine: the class-archive tests need Java 17 or 21")
 
 
 def test_an_archive_the_jvm_wrote_is_kept(java: str, tmp_path: Path) -> None:
