@@ -4,7 +4,8 @@
     python -m bench.controller_writes [--seconds 10] [--clients 16]
 
 HTTP: ``--clients`` concurrent callers, one keep-alive connection each, POST ``applyBrokerId`` to the
-leader (every call commits one Raft entry: an event for one of 64 broker sets). Raw: the same number of threads inside
+leader (every call commits one write: an event for one of 64 broker sets; writes that arrive together share a
+log entry, the controller's group commit). Raw: the same number of threads inside
 the leader process of a bare pysyncobj cluster, each calling a replicated method synchronously with an
 entry of the same size (``bench/raw_raft.py``). CPU time per committed write is charged to each process.
 """

@@ -16,6 +16,7 @@ from services.broker.store import Message
 from services.common.auth import install_token_check
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
+from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
 
 #: Envelope code for each put status (RocketMQ's response codes).
@@ -97,7 +98,7 @@ def record_json(rec: MessageRecord, store_host: str) -> dict[str, Any]:
 
 
 def create_app(broker: Broker) -> FastAPI:
-    app = FastAPI(title="mqctl broker", version="1", description="RocketMQ-style broker API (controller mode)")
+    app = new_app("mqctl broker", "RocketMQ-style broker API (controller mode)")
     install_error_handlers(app)
     b = broker
     P = "/v1/broker"

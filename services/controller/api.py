@@ -12,6 +12,7 @@ from services.common.auth import install_token_check, token_ok
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
 from services.common.errors import ConfigError
+from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
 from services.controller.config import BLACK_LIST, FIELD_NAMES, RUNTIME_UPDATABLE, config_from_properties
 from services.controller.controller import ControllerManager
@@ -86,7 +87,7 @@ def _answer(result: ControllerResult) -> JSONResponse:
 
 
 def create_app(manager: ControllerManager) -> FastAPI:
-    app = FastAPI(title="mqctl controller", version="1", description="RocketMQ-style controller API")
+    app = new_app("mqctl controller", "RocketMQ-style controller API")
     install_error_handlers(app)
     m = manager
     P = "/v1/controller"

@@ -1,8 +1,10 @@
 """Controller events: the only things the Raft log carries and the only way state changes.
 
 Each event is a frozen dataclass that round-trips through plain JSON (``to_dict``/``event_from_dict``).
-The log format is versioned by :data:`LOG_FORMAT_VERSION`; a node refuses entries of a newer version
-instead of misreading them. ``timestamp`` is stamped by the leader before the event is proposed, so every
+The log format is versioned by :data:`LOG_FORMAT_VERSION`, the newest version this code reads; a node
+refuses entries of a newer version instead of misreading them. Writers use the oldest version that can
+express an entry: one write is a version-1 ``events`` entry, several writes committed together are a
+version-2 ``batch``. ``timestamp`` is stamped by the leader before the event is proposed, so every
 replica records the same time.
 """
 
@@ -10,10 +12,10 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
-LOG_FORMAT_VERSION = 1
+LOG_FORMAT_VERSION = 2
 
 ELECT_REASONS = ("INITIAL", "FAILOVER", "ADMIN", "UNCLEAN")
 
@@ -24,9 +26,15 @@ class Event:
     timestamp: int = field(default=0, kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
-        body = asdict(self)
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
+        body = {name: getattr(self, name) for name in names}  # flat values: no deep copy needed
         body["eventType"] = self.TYPE
         return body
+
+
+_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -108,16 +116,24 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     return cls(**kwargs)
 
 
+def _item(events: list[Event], request_id: str) -> str:
+    """``"reqId":…,"events":[…],"crc":…``: the events are encoded once, for their CRC and the entry."""
+    body = json.dumps([e.to_dict() for e in events], separators=(",", ":"))
+    crc = zlib.crc32(body.encode("utf-8"))
+    return f'"reqId":{json.dumps(request_id)},"events":{body},"crc":{crc}'
+
+
 def encode_entry(events: list[Event], request_id: str) -> str:
-    """One Raft log entry: a batch of events applied atomically, tagged with a request id for dedup and
-    a CRC of the events (checked when a node starts from its journal)."""
-    body = [e.to_dict() for e in events]
-    crc = zlib.crc32(json.dumps(body, separators=(",", ":")).encode("utf-8"))
-    return json.dumps(
-        {"v": LOG_FORMAT_VERSION, "kind": "events", "reqId": request_id, "events": body, "crc": crc},
-        separators=(",", ":"),
-    )
+    """One Raft log entry (version 1): a batch of events applied atomically, tagged with a request id for
+    dedup and a CRC of the events (checked when a node starts from its journal)."""
+    return '{"v":1,"kind":"events",' + _item(events, request_id) + "}"
+
+
+def encode_batch(writes: list[tuple[list[Event], str]]) -> str:
+    """One Raft log entry (version 2) carrying several writes, each ``(events, request id)``: applied in
+    order, each write atomically and de-duplicated by its own request id, as if each were its own entry."""
+    return '{"v":2,"kind":"batch","items":[' + ",".join("{" + _item(e, rid) + "}" for e, rid in writes) + "]}"
 
 
 def encode_noop(request_id: str) -> str:
-    return json.dumps({"v": LOG_FORMAT_VERSION, "kind": "noop", "reqId": request_id}, separators=(",", ":"))
+    return json.dumps({"v": 1, "kind": "noop", "reqId": request_id}, separators=(",", ":"))

@@ -36,7 +36,14 @@ from pysyncobj.config import FAIL_REASON  # type: ignore[import-untyped]
 from pysyncobj.journal import APP_NAME, FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET  # type: ignore[import-untyped]
 
 from services.common.errors import ConfigError
-from services.controller.events import LOG_FORMAT_VERSION, Event, encode_entry, encode_noop, event_from_dict
+from services.controller.events import (
+    LOG_FORMAT_VERSION,
+    Event,
+    encode_batch,
+    encode_entry,
+    encode_noop,
+    event_from_dict,
+)
 from services.controller.state_machine import ReplicasInfoManager
 
 log = logging.getLogger(__name__)
@@ -73,6 +80,9 @@ class ResendTruncationFilter(logging.Filter):
 logging.getLogger("pysyncobj.syncobj").addFilter(ResendTruncationFilter())
 
 T = TypeVar("T")
+
+# Writes carried by one log entry at most; more waiting writes go into further entries of the same round.
+MAX_WRITES_PER_ENTRY = 128
 
 _FAIL_NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
 
@@ -121,13 +131,21 @@ class _ControllerSyncObj(SyncObj):  # type: ignore[misc]
 
 def _apply_entry(manager: ReplicasInfoManager, entry: str) -> dict[str, Any]:
     data = json.loads(entry)
-    if data.get("v") != LOG_FORMAT_VERSION:
-        log.error("log entry of unsupported version %r skipped", data.get("v"))
+    version = data.get("v")
+    if not isinstance(version, int) or not 1 <= version <= LOG_FORMAT_VERSION:
+        log.error("log entry of unsupported version %r skipped", version)
         return {"ok": False, "error": "unsupported log entry version"}
+    if data.get("kind") == "batch":
+        return {"ok": True, "items": [_apply_write(manager, item) for item in data.get("items", [])]}
+    return _apply_write(manager, data)
+
+
+def _apply_write(manager: ReplicasInfoManager, data: dict[str, Any]) -> dict[str, Any]:
+    """One write (its events, atomically) or a no-op, at most once per request id."""
     request_id = str(data.get("reqId", ""))
     if request_id and manager.seen_request(request_id):
         return {"ok": True, "duplicate": True}
-    if data.get("kind") == "events":
+    if data.get("kind", "events") == "events":
         for raw in data.get("events", []):
             try:
                 event = event_from_dict(raw)
@@ -205,29 +223,50 @@ class RaftNode:
         )
         self._obj = _ControllerSyncObj(settings, conf)
         self.settings = settings
+        self._pending: list[tuple[list[Event], str, asyncio.Future[dict[str, Any]], float]] = []
 
     # -------------------------------------------------------------- proposals
     async def propose_events(self, events: list[Event], timeout_s: float,
                              request_id: str | None = None) -> dict[str, Any]:
-        return await self._propose(encode_entry(events, request_id or uuid.uuid4().hex), timeout_s)
+        """Commit ``events`` as one write. Writes proposed while the event loop is busy are committed
+        together in one log entry (group commit): each keeps its own request id and result, and
+        the Raft, journal, timer and wake-up costs are paid once per entry instead of once per write."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._pending.append((events, request_id or uuid.uuid4().hex, future, timeout_s))
+        if len(self._pending) == 1:
+            loop.call_soon(self._propose_pending, loop)
+        return await future
+
+    def _propose_pending(self, loop: asyncio.AbstractEventLoop) -> None:
+        pending, self._pending = self._pending, []
+        for start in range(0, len(pending), MAX_WRITES_PER_ENTRY):
+            chunk = pending[start:start + MAX_WRITES_PER_ENTRY]
+            if len(chunk) == 1:
+                events, request_id, _, _ = chunk[0]
+                entry = encode_entry(events, request_id)
+            else:
+                entry = encode_batch([(events, request_id) for events, request_id, _, _ in chunk])
+            self._submit(loop, entry, [future for _, _, future, _ in chunk], max(t for _, _, _, t in chunk))
 
     async def barrier(self, timeout_s: float) -> None:
         """Commit a no-op: when it returns, this node was leader of a majority after the call began,
         and has applied every entry committed before it."""
-        await self._propose(encode_noop(uuid.uuid4().hex), timeout_s)
-
-    async def _propose(self, entry: str, timeout_s: float) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._submit(loop, encode_noop(uuid.uuid4().hex), [future], timeout_s)
+        await future
 
-        def done(result: Any, err: Any) -> None:
-            loop.call_soon_threadsafe(_resolve, future, result, err)
+    def _submit(self, loop: asyncio.AbstractEventLoop, entry: str, futures: list[asyncio.Future[dict[str, Any]]],
+                timeout_s: float) -> None:
+        """Propose ``entry``; its writers' futures get the outcome, or a timeout error (the outcome is
+        then unknown: the entry may still commit) after ``timeout_s``."""
+        timer = loop.call_later(timeout_s, _expire, futures)
+
+        def done(result: Any, err: Any) -> None:  # on pysyncobj's tick thread
+            loop.call_soon_threadsafe(_resolve_all, futures, result, err, timer)
 
         self._obj.apply_entry(entry, callback=done)
-        try:
-            return await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            raise RaftError("timed out waiting for the Raft commit", outcome_unknown=True) from None
 
     # -------------------------------------------------------------- reads and status
     def read(self, fn: Callable[[ReplicasInfoManager], T]) -> T:
@@ -265,15 +304,29 @@ class RaftNode:
             self._on_state_changed(new == 2)
 
 
-def _resolve(future: asyncio.Future[dict[str, Any]], result: Any, err: Any) -> None:
-    if future.done():
-        return
+def _expire(futures: list[asyncio.Future[dict[str, Any]]]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_exception(RaftError("timed out waiting for the Raft commit", outcome_unknown=True))
+
+
+def _resolve_all(futures: list[asyncio.Future[dict[str, Any]]], result: Any, err: Any,
+                 timer: asyncio.TimerHandle | None = None) -> None:
+    """Runs on the event loop: hand each write of a committed (or failed) entry its own outcome."""
+    if timer is not None:
+        timer.cancel()
     if err == FAIL_REASON.SUCCESS:
-        future.set_result(result if isinstance(result, dict) else {"ok": True})
+        answer = result if isinstance(result, dict) else {"ok": True}
+        items = answer.get("items")
+        for i, future in enumerate(futures):
+            if not future.done():
+                future.set_result(items[i] if isinstance(items, list) and i < len(items) else answer)
         return
     name = _FAIL_NAMES.get(err, str(err))
     unknown = err in (FAIL_REASON.LEADER_CHANGED, getattr(FAIL_REASON, "UNKNOWN_OUTCOME", -99))
-    future.set_exception(RaftError(f"Raft proposal failed: {name}", outcome_unknown=unknown))
+    for future in futures:
+        if not future.done():
+            future.set_exception(RaftError(f"Raft proposal failed: {name}", outcome_unknown=unknown))
 
 
 # ---------------------------------------------------------------------- start-up check of the files
@@ -339,8 +392,13 @@ def _check_command(path: Path, offset: int, command: bytes) -> None:
         entry = json.loads(args[0]) if args and isinstance(args[0], str) else {}
     except Exception:
         raise _damaged(path, f"the command at offset {offset} cannot be decoded") from None
-    crc = entry.get("crc") if isinstance(entry, dict) else None
-    if crc is not None:
-        events = json.dumps(entry.get("events", []), separators=(",", ":"))
+    if not isinstance(entry, dict):
+        return
+    items = entry.get("items") if entry.get("kind") == "batch" else [entry]
+    for item in items if isinstance(items, list) else []:
+        crc = item.get("crc") if isinstance(item, dict) else None
+        if crc is None:
+            continue
+        events = json.dumps(item.get("events", []), separators=(",", ":"))
         if zlib.crc32(events.encode("utf-8")) != crc:
             raise _damaged(path, f"the entry at offset {offset} fails its checksum")

@@ -498,7 +498,12 @@ def test_broker_puts_round_trip_or_change_nothing(
                 },
             )
             got = check_envelope(pulled.status_code, pulled.json(), "pull")["data"]["messages"]
-            assert len(got) == 1, f"{sent} was accepted ({result}) but cannot be read back"
+            store = b.broker.store
+            assert len(got) == 1, (
+                f"{sent} was accepted ({result}) but cannot be read back: pull answered {pulled.json()}; "
+                f"store max {store.max_offset} confirm {store.confirm_offset} dispatched {store.reput_offset}; "
+                f"role {b.broker.replicas.state}; replication {b.broker.replication.status()}"
+            )
             msg = got[0]
             assert msg["commitLogOffset"] == result["commitLogOffset"]
             if "body" in sent:

@@ -18,6 +18,7 @@ from services.controller.events import (
     ElectMasterEvent,
     Event,
     UpdateBrokerAddressEvent,
+    encode_batch,
     encode_entry,
     encode_noop,
     event_from_dict,
@@ -87,7 +88,7 @@ def test_encode_entry_round_trip() -> None:
     assert isinstance(entry, str)
     assert ", " not in entry and '": ' not in entry  # compact separators
     data = json.loads(entry)
-    assert data["v"] == LOG_FORMAT_VERSION == 1
+    assert data["v"] == 1  # one write: the oldest format that expresses it
     assert data["kind"] == "events"
     assert data["reqId"] == "req-42"
     assert [d["eventType"] for d in data["events"]] == [e.TYPE for e in EVENTS]
@@ -97,6 +98,17 @@ def test_encode_entry_round_trip() -> None:
 def test_encode_entry_empty_batch() -> None:
     data = json.loads(encode_entry([], "r"))
     assert data == {"v": 1, "kind": "events", "reqId": "r", "events": [], "crc": zlib.crc32(b"[]")}
+
+
+def test_encode_batch_round_trip() -> None:
+    data = json.loads(encode_batch([(EVENTS[:2], "a"), ([], "b"), (EVENTS[2:], "c")]))
+    assert data["v"] == LOG_FORMAT_VERSION == 2
+    assert data["kind"] == "batch"
+    assert [item["reqId"] for item in data["items"]] == ["a", "b", "c"]
+    assert [event_from_dict(d) for item in data["items"] for d in item["events"]] == EVENTS
+    # each write carries the same CRC a single entry of its events would
+    assert [item["crc"] for item in data["items"]] == [json.loads(encode_entry(e, "x"))["crc"]
+                                                       for e in (EVENTS[:2], [], EVENTS[2:])]
 
 
 def test_encode_noop() -> None:
