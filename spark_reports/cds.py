@@ -22,6 +22,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,8 +117,11 @@ def promote(java: str, written: Path, path: Path) -> bool:
     try:
         if not written.is_file() or written.stat().st_size == 0:
             return False
-        probe = subprocess.run([java, f"-XX:SharedArchiveFile={written}", "-Xshare:auto", "-version"],
-                               capture_output=True, timeout=60, check=False)
+        # A damaged archive crashes the JVM: run it where its crash report (hs_err_pid*.log) is thrown away.
+        with tempfile.TemporaryDirectory(prefix="mqctl-cds-") as scratch:
+            probe = subprocess.run([java, f"-XX:SharedArchiveFile={written}", "-Xshare:auto",
+                                    "-XX:-CreateCoredumpOnCrash", "-version"],
+                                   capture_output=True, timeout=60, check=False, cwd=scratch)
         if probe.returncode != 0:
             return False
         os.replace(written, path)

@@ -138,14 +138,18 @@ def test_waiting_for_the_jvm_to_exit() -> None:
         running.wait()
 
 
-def test_a_truncated_archive_is_never_kept(java: str, tmp_path: Path) -> None:
+def test_a_truncated_archive_is_never_kept(java: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     written, final = tmp_path / "spark-t.jsa.tmp-1", tmp_path / "spark-t.jsa"
     subprocess.run([java, f"-XX:ArchiveClassesAtExit={written}", "-version"], capture_output=True, timeout=60,
                    check=True)
     data = written.read_bytes()
     written.write_bytes(data[: len(data) // 2])  # what a JVM killed while writing leaves
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     assert not cds.promote(java, written, final)
     assert not final.exists() and not written.exists()
+    assert list(cwd.iterdir()) == []  # the crashed probe's hs_err_pid*.log is not left where the user ran
 
 
 def test_only_the_most_recently_used_archives_stay(java: str, tmp_path: Path) -> None:
