@@ -101,6 +101,8 @@ class Broker:
 
     async def _put(self, messages: list[Message]) -> PutOutcome:
         state = self.replicas.state
+        if self.store.closed:
+            return PutOutcome("SERVICE_NOT_AVAILABLE", remark="the broker is shutting down")
         if state.role is not Role.MASTER:
             where = f"; write to the master at {state.master_address}" if state.master_address else \
                 "; the group has no master yet"

@@ -159,7 +159,7 @@ class ConsumeQueueStore:
             cq.truncate_by_phys(phys_offset)
 
     def flush(self) -> None:
-        for cq in self.queues.values():
+        for cq in list(self.queues.values()):  # runs on the flush thread while dispatch may add a queue
             cq.flush()
 
     def close(self) -> None:

@@ -29,6 +29,10 @@ TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 
 
+class StoreClosed(Exception):
+    """A write reached a store that has been closed (the broker is shutting down)."""
+
+
 class MessageIllegal(Exception):
     pass
 
@@ -99,9 +103,11 @@ class MessageStore:
         self._pending: deque[tuple[int, int, str, int, int, str]] = deque()
         self._queue_offsets_stale = False
         self.reput_offset = 0
+        self.closed = False
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
+        self.closed = False
         self.root.mkdir(parents=True, exist_ok=True)
         self.commitlog.open()
         if not self.epochs.load():
@@ -126,6 +132,7 @@ class MessageStore:
         self.dispatch()
 
     def close(self) -> None:
+        self.closed = True  # first: a write arriving now must not recreate segment files at offset 0
         self.flush()
         self.commitlog.close()
         self.queues.close()
@@ -189,6 +196,8 @@ class MessageStore:
 
     def append_batch(self, messages: list[Message], timestamp: int) -> list[AppendResult]:
         """Append messages in order with one write to the commitlog; all or nothing."""
+        if self.closed:
+            raise StoreClosed("the message store is closed")
         if self._queue_offsets_stale:
             self._rebuild_queue_offsets()
             self._queue_offsets_stale = False
@@ -224,6 +233,8 @@ class MessageStore:
 
     def append_raw(self, offset: int, data: bytes) -> None:
         """Replica path: write bytes received from the master at the same offset."""
+        if self.closed:
+            raise StoreClosed("the message store is closed")
         self.commitlog.write_at(offset, data)
         if self.reput_offset < self.commitlog.min_offset:  # an empty replica that started mid-log
             self.reput_offset = self._confirm_offset = self.commitlog.min_offset

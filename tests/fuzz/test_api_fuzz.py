@@ -172,6 +172,7 @@ def seed_controller_state(m: ReplicasInfoManager) -> None:
 class BrokerUnderTest:
     app: FastAPI
     broker: Broker
+    final: bool = False  # the next lifespan shutdown stops the broker for good
 
 
 def make_broker(store: Path) -> BrokerUnderTest:
@@ -194,17 +195,25 @@ def make_broker(store: Path) -> BrokerUnderTest:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # Broker.start() without the controller registration loop and the HA listener: a master of a
         # group of one, as if the controller had just elected it.
+        # schemathesis ends every ASGI lifespan when a test ends and starts it again on the next
+        # request, so this runs once per test: only the flush service stops in between. The store stays
+        # open (the module's tests share it) until the fixture's final shutdown stops the broker.
         broker.flush = FlushService(
             broker.store, config.sync_flush, config.flushIntervalCommitLog, broker.io_lock
         )
         broker.flush.start()
-        broker.replicas.broker_id = 1
-        await broker.replicas.change_to_master(1, 1, frozenset({1}))
+        if broker.replicas.broker_id is None:
+            broker.replicas.broker_id = 1
+            await broker.replicas.change_to_master(1, 1, frozenset({1}))
         yield
-        await broker.stop()
+        if under.final:
+            await broker.stop()
+        else:
+            await broker.flush.stop()
 
     app.router.lifespan_context = lifespan
-    return BrokerUnderTest(app, broker)
+    under = BrokerUnderTest(app, broker)
+    return under
 
 
 class _NoDialHAClient:
@@ -241,13 +250,18 @@ def services() -> Iterator[SimpleNamespace]:
     patch.setattr(ha_slave, "HAClient", _NoDialHAClient)
     # Not under test, and it would outlive the broker: a call to the (absent) controller in a thread.
     patch.setattr(HAService, "check_total_replicas", _no_check)
+    broker: BrokerUnderTest | None = None
     try:
         broker = make_broker(tmp / "broker")
         with get_client(broker.app):
-            pass  # runs the broker's lifespan start-up now (it stays up until shutdown_lifespans)
+            pass  # runs the broker's lifespan start-up now (schemathesis ends it after each test)
         yield SimpleNamespace(controller=make_controller(tmp / "controller"), broker=broker)
     finally:
-        shutdown_lifespans()  # stops the broker (its lifespan runs on schemathesis' event loop thread)
+        if broker is not None:
+            broker.final = True
+            with get_client(broker.app):
+                pass  # (re)starts the lifespan, so that the shutdown below stops the broker
+        shutdown_lifespans()  # the lifespans run on schemathesis' event loop thread
         patch.undo()
         root.setLevel(level)  # POST /config may have changed logLevel
         shutil.rmtree(tmp, ignore_errors=True)

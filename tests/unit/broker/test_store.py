@@ -10,7 +10,7 @@ import pytest
 
 from services.broker.commitlog import record_size
 from services.broker.epoch_file import EpochFileCache
-from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore, message_id
+from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore, StoreClosed, message_id
 
 SEG = 4096
 TS = 1_700_000_000_000
@@ -392,3 +392,20 @@ class TestAppendRaw:
         assert slave.append(msg(99, queue_id=0), TS).queue_offset == 5
         master.close()
         slave.close()
+
+
+def test_a_closed_store_refuses_writes_and_keeps_its_log(root: Path) -> None:
+    """A write that reaches a store after close() (a request racing the broker's shutdown) must not
+    recreate segment files and overwrite the log from offset 0."""
+    store = make_store(root)
+    store.append_batch([msg(i) for i in range(3)], TS)
+    end = store.max_offset
+    store.close()
+    with pytest.raises(StoreClosed):
+        store.append(msg(9), TS)
+    with pytest.raises(StoreClosed):
+        store.append_raw(0, b"x" * 64)
+    reopened = make_store(root)
+    assert reopened.max_offset == end
+    assert [r.queue_offset for r in reopened.commitlog.iter_records(0)] == [0, 1, 2]
+    reopened.close()
