@@ -131,6 +131,10 @@ class MessageStore:
         self._rebuild_queue_offsets()
         self.dispatch()
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreClosed("the message store is closed")
+
     def close(self) -> None:
         self.closed = True  # first: a write arriving now must not recreate segment files at offset 0
         self.flush()
@@ -196,8 +200,7 @@ class MessageStore:
 
     def append_batch(self, messages: list[Message], timestamp: int) -> list[AppendResult]:
         """Append messages in order with one write to the commitlog; all or nothing."""
-        if self.closed:
-            raise StoreClosed("the message store is closed")
+        self._check_open()
         if self._queue_offsets_stale:
             self._rebuild_queue_offsets()
             self._queue_offsets_stale = False
@@ -233,8 +236,7 @@ class MessageStore:
 
     def append_raw(self, offset: int, data: bytes) -> None:
         """Replica path: write bytes received from the master at the same offset."""
-        if self.closed:
-            raise StoreClosed("the message store is closed")
+        self._check_open()
         self.commitlog.write_at(offset, data)
         if self.reput_offset < self.commitlog.min_offset:  # an empty replica that started mid-log
             self.reput_offset = self._confirm_offset = self.commitlog.min_offset

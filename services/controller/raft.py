@@ -311,10 +311,9 @@ def _expire(futures: list[asyncio.Future[dict[str, Any]]]) -> None:
 
 
 def _resolve_all(futures: list[asyncio.Future[dict[str, Any]]], result: Any, err: Any,
-                 timer: asyncio.TimerHandle | None = None) -> None:
+                 timer: asyncio.TimerHandle) -> None:
     """Runs on the event loop: hand each write of a committed (or failed) entry its own outcome."""
-    if timer is not None:
-        timer.cancel()
+    timer.cancel()
     if err == FAIL_REASON.SUCCESS:
         answer = result if isinstance(result, dict) else {"ok": True}
         items = answer.get("items")
