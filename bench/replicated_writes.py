@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import http.client
 import json
 import os
 import threading
@@ -19,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 
 from bench.common import cpu_seconds, run_workers, scratch_dir, summary, table, write_result
 from mqctl.devcluster import DevCluster
@@ -44,7 +44,9 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
     """Producers send batches as fast as acknowledged, or (``rate``) at evenly spaced moments: each
     producer sends every ``producers * batch / rate`` seconds, the producers offset from each other."""
     body = "x" * size
-    # The request body is encoded once: the load generator shares the CPUs with the cluster.
+    # The load generator shares the CPUs with the cluster, so it is kept lean: the request body is
+    # encoded once and sent over the standard library's keep-alive HTTP connection (httpx took
+    # ~4 µs more CPU per message, which the cluster then did not have).
     payload = json.dumps({"messages": [{"topic": "Bench", "body": body} for _ in range(batch)]}).encode()
     headers = {"Content-Type": "application/json"}
     stop = time.monotonic() + seconds
@@ -57,7 +59,9 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
 
     def worker(i: int) -> None:
         next_at = origin + i * interval / producers
-        with httpx.Client(timeout=10.0) as client:
+        host, _, port = address.rpartition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10.0)
+        try:
             while time.monotonic() < stop:
                 if interval:
                     wait = next_at - time.monotonic()
@@ -65,13 +69,16 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
                         time.sleep(wait)
                     next_at += interval
                 t0 = time.perf_counter()
-                r = client.post(f"http://{address}/v1/broker/sendMessages", content=payload, headers=headers)
+                conn.request("POST", "/v1/broker/sendMessages", body=payload, headers=headers)
+                answer = conn.getresponse().read()
                 latencies[i].append((time.perf_counter() - t0) * 1000)
-                status = r.json()["data"]["status"]
+                status = json.loads(answer)["data"]["status"]
                 with lock:
                     statuses[status] = statuses.get(status, 0) + 1
                 if status == "PUT_OK":
                     acked[i] += batch
+        finally:
+            conn.close()
 
     elapsed = run_workers(worker, producers)
     lat = [x for per in latencies for x in per]

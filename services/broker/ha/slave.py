@@ -50,6 +50,7 @@ class HAClient:
         self.master_ha_address: str | None = None
         self.last_read_ms = 0
         self.last_write_ms = 0
+        self._acked = -1  # the last offset acknowledged on this connection
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._stopped = False
@@ -131,7 +132,7 @@ class HAClient:
             raise ProtocolError("expected the master's handshake first")
         await self._reconcile(first)
         self.state = "TRANSFER"
-        await self._write(SlaveAck(self.store.max_offset).encode())
+        await self._ack(self.store.max_offset)
         heartbeat = asyncio.create_task(self._heartbeats())
         try:
             while True:
@@ -166,16 +167,22 @@ class HAClient:
         ack = self.store.max_offset
         if self.config.sync_flush and not await self.wait_flushed(ack, self.config.syncFlushTimeout):
             ack = min(ack, self.store.commitlog.flushed_offset)  # only what is durable counts
-        await self._write(SlaveAck(ack).encode())
+        if ack != self._acked:  # a frame that only moved confirmOffset needs no answer
+            await self._ack(ack)
 
     async def _read(self, reader: asyncio.StreamReader) -> bytes:
         if self._stopped:
             raise ConnectionError("replication client stopped")
-        data = await asyncio.wait_for(reader.read(1 << 20), self.config.haHousekeepingInterval / 1000)
+        async with asyncio.timeout(self.config.haHousekeepingInterval / 1000):
+            data = await reader.read(1 << 20)
         if not data:
             raise ConnectionError("closed by the master")
         self.last_read_ms = self.clock.now_ms()
         return data
+
+    async def _ack(self, offset: int) -> None:
+        self._acked = offset
+        await self._write(SlaveAck(offset).encode())
 
     async def _write(self, data: bytes) -> None:
         assert self._writer is not None
@@ -188,7 +195,10 @@ class HAClient:
         while True:
             await asyncio.sleep(period)
             if self.clock.now_ms() - self.last_write_ms >= self.config.haSendHeartbeatInterval * 0.9:
-                await self._write(SlaveAck(self.store.max_offset).encode())
+                ack = self.store.max_offset
+                if self.config.sync_flush:  # never claim what is not durable yet
+                    ack = min(ack, self.store.commitlog.flushed_offset)
+                await self._ack(ack)
 
     def status(self) -> dict[str, object]:
         return {"masterAddress": self.master_address, "masterHaAddress": self.master_ha_address,
