@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from bench.common import cpu_seconds, run_workers, scratch_dir, summary, table, write_result
 from mqctl.devcluster import DevCluster
 from tests.chaos.harness import free_base_port
