@@ -45,9 +45,6 @@ DEFINITE_ALTER_REFUSALS = frozenset({
 #: An alter whose outcome is unknown (no answer) is only given up after this long without the
 #: controller showing it committed: Raft may still commit it late.
 UNKNOWN_ALTER_GRACE_MS = 10_000
-#: How long a slave's stream waits for new data to carry an advanced confirmOffset before sending it
-#: in a frame of its own (a slave serves reads only up to confirmOffset, so this bounds that delay).
-CONFIRM_LINGER_S = 0.005
 
 
 @dataclass(eq=False)
@@ -65,7 +62,6 @@ class SlaveConnection:
     last_transfer_ms: int = 0
     last_read_ms: int = 0
     bytes_sent: int = 0
-    sent_confirm: int = -1
     connected_ms: int = 0
     handshake: asyncio.Event = field(default_factory=asyncio.Event)
     first_ack: asyncio.Event = field(default_factory=asyncio.Event)
@@ -434,18 +430,15 @@ class HAService:
                 continue
             if conn.ack_offset >= self.store.max_offset and not conn.learner:
                 self.tracker.record_caught_up(conn.slave_id, self.clock.monotonic_ms())
-            # Only confirmOffset moved: under load the next data frame carries it within a moment, so
-            # wait that moment before spending a frame (and the slave's wake-up) on it alone.
-            confirm_moved = conn.sent_confirm < self.store.confirm_offset
             try:
-                async with asyncio.timeout(CONFIRM_LINGER_S if confirm_moved else heartbeat):
-                    await conn.wakeup.wait()
+                await asyncio.wait_for(conn.wakeup.wait(), heartbeat)
+                if self.store.max_offset <= conn.transfer_offset:
+                    await self._send(conn, entry, b"")  # confirmOffset moved: tell the slave now
             except TimeoutError:
                 await self._send(conn, entry, b"")
 
     async def _send(self, conn: SlaveConnection, entry: EpochEntry, body: bytes) -> None:
-        conn.sent_confirm = self.store.confirm_offset
-        frame = Transfer(conn.transfer_offset, entry.epoch, entry.start_offset, conn.sent_confirm, body)
+        frame = Transfer(conn.transfer_offset, entry.epoch, entry.start_offset, self.store.confirm_offset, body)
         conn.writer.write(frame.encode())
         conn.transfer_offset += len(body)
         conn.bytes_sent += len(body)

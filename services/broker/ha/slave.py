@@ -155,6 +155,7 @@ class HAClient:
             self.store.truncate(point)
 
     async def _apply(self, frames: list[MasterHandshake | Transfer]) -> None:
+        confirm = -1
         for frame in frames:
             if not isinstance(frame, Transfer):
                 raise ProtocolError("unexpected handshake during transfer")
@@ -163,12 +164,15 @@ class HAClient:
                 raise ProtocolError(f"cannot record epoch {step.new_epoch} after {self.store.epochs.entries()[-1:]}")
             if step.append:
                 self.store.append_raw(frame.offset, step.append)
-            self.store.set_confirm_offset(step.confirm_offset)
+            confirm = max(confirm, step.confirm_offset)
         ack = self.store.max_offset
         if self.config.sync_flush and not await self.wait_flushed(ack, self.config.syncFlushTimeout):
             ack = min(ack, self.store.commitlog.flushed_offset)  # only what is durable counts
         if ack != self._acked:  # a frame that only moved confirmOffset needs no answer
             await self._ack(ack)
+        # Indexing what is now confirmed comes after the ack: the master is waiting for that ack, and
+        # the confirmOffset usually rides on a frame of new data.
+        self.store.set_confirm_offset(confirm)
 
     async def _read(self, reader: asyncio.StreamReader) -> bytes:
         if self._stopped:
