@@ -170,8 +170,8 @@ class HAClient:
             ack = min(ack, self.store.commitlog.flushed_offset)  # only what is durable counts
         if ack != self._acked:  # a frame that only moved confirmOffset needs no answer
             await self._ack(ack)
-        # Indexing what is now confirmed comes after the ack: the master is waiting for that ack, and
-        # the confirmOffset usually rides on a frame of new data.
+        # Indexing what is now confirmed comes after the ack: the master is waiting for the ack, not
+        # for this work.
         self.store.set_confirm_offset(confirm)
 
     async def _read(self, reader: asyncio.StreamReader) -> bytes:
