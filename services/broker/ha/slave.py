@@ -165,9 +165,9 @@ class HAClient:
             if step.append:
                 self.store.append_raw(frame.offset, step.append)
             confirm = max(confirm, step.confirm_offset)
-        ack = self.store.max_offset
-        if self.config.sync_flush and not await self.wait_flushed(ack, self.config.syncFlushTimeout):
-            ack = min(ack, self.store.commitlog.flushed_offset)  # only what is durable counts
+        if self.config.sync_flush:
+            await self.wait_flushed(self.store.max_offset, self.config.syncFlushTimeout)
+        ack = self._ackable()
         if ack != self._acked:  # a frame that only moved confirmOffset needs no answer
             await self._ack(ack)
         # Indexing what is now confirmed comes after the ack: the master is waiting for the ack, not
@@ -184,6 +184,12 @@ class HAClient:
         self.last_read_ms = self.clock.now_ms()
         return data
 
+    def _ackable(self) -> int:
+        """What this slave may acknowledge: its max offset, or under SYNC_FLUSH only what is flushed."""
+        if self.config.sync_flush:
+            return min(self.store.max_offset, self.store.commitlog.flushed_offset)
+        return self.store.max_offset
+
     async def _ack(self, offset: int) -> None:
         self._acked = offset
         await self._write(SlaveAck(offset).encode())
@@ -199,10 +205,7 @@ class HAClient:
         while True:
             await asyncio.sleep(period)
             if self.clock.now_ms() - self.last_write_ms >= self.config.haSendHeartbeatInterval * 0.9:
-                ack = self.store.max_offset
-                if self.config.sync_flush:  # never claim what is not durable yet
-                    ack = min(ack, self.store.commitlog.flushed_offset)
-                await self._ack(ack)
+                await self._ack(self._ackable())
 
     def status(self) -> dict[str, object]:
         return {"masterAddress": self.master_address, "masterHaAddress": self.master_ha_address,
