@@ -1,11 +1,16 @@
 """Replicated write throughput and latency: one group of 3 with allAckInSyncStateSet=true, against a
 single unreplicated broker measured in the same run.
 
-    python -m bench.replicated_writes [--seconds 10] [--batch 100] [--size 1024] [--producers 4]
+    python -m bench.replicated_writes [--seconds 12] [--rounds 4] [--batch 100] [--size 1024] [--producers 4]
 
 Each case: producers (threads, one HTTP connection each) send batches of ``--batch`` messages of
 ``--size`` bytes as fast as the broker acknowledges them; msg/s counts PUT_OK messages only. Then the
 same at half the measured maximum rate, for the ack latency distribution.
+
+The single broker and the replicated group run side by side (one idle while the other is measured),
+and their peak is measured in ``--rounds`` alternating slices of ``--seconds / --rounds`` (single,
+replicated, replicated, single, ...): this machine's speed drifts by tens of percent within a minute,
+and alternating puts the same drift into both sides of the ratio.
 """
 
 from __future__ import annotations
@@ -82,51 +87,98 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
     elapsed = run_workers(worker, producers)
     lat = [x for per in latencies for x in per]
     return {"msgPerSec": sum(acked) / elapsed, "acked": sum(acked), "seconds": elapsed, "statuses": statuses,
-            "ackLatencyMs": summary(lat)}
+            "ackLatencyMs": summary(lat), "latencies": lat}
 
 
-def cpu_per_message(cluster: DevCluster, master: str, run: Any) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run ``run()`` and charge the CPU time every process used to each acknowledged message (µs/msg)."""
-    pids = {n.name: cluster.pid(n) for n in cluster.brokers() + cluster.controllers()}
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    me = time.process_time()
-    result = run()
-    used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
-    roles = {"master": used.pop(master), "loadgen": time.process_time() - me,
-             "slaves": sum(v for k, v in used.items() if not k.startswith("n")),
-             "controllers": sum(v for k, v in used.items() if k.startswith("n"))}
-    n = max(result["acked"], 1)
-    per_msg = {role: round(seconds * 1e6 / n, 1) for role, seconds in roles.items()}
-    per_msg["total"] = round(sum(per_msg.values()), 1)
-    per_msg["cpuBusyPct"] = round(100 * sum(roles.values()) / (result["seconds"] * (os.cpu_count() or 1)), 1)
-    return result, per_msg
+class Case:
+    """One cluster under test: its peak is measured in slices (``peak_slice``), then ``finish`` measures
+    the half-rate and unbatched latencies and returns the row."""
 
-
-def case(name: str, replicas: int, flush: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    cluster = start(root / name, replicas, flush)
-    try:
-        master = cluster.master_of("broker-a")
+    def __init__(self, name: str, replicas: int, flush: str, args: argparse.Namespace, root: Path) -> None:
+        self.name, self.replicas, self.flush, self.args = name, replicas, flush, args
+        self.cluster = start(root / name, replicas, flush)
+        master = self.cluster.master_of("broker-a")
         assert master is not None
-        drive(master.address, 2, args.batch, args.size, args.producers)  # warm-up
-        peak, cpu = cpu_per_message(cluster, master.name, lambda: drive(
-            master.address, args.seconds, args.batch, args.size, args.producers))
-        half = drive(master.address, args.seconds, args.batch, args.size, args.producers,
-                     rate=peak["msgPerSec"] / 2)
-        single = drive(master.address, min(args.seconds, 5), 1, args.size, 1)
+        self.master = master
+        self.slices: list[dict[str, Any]] = []
+        self.cpu: dict[str, float] = {}
+
+    def drive(self, seconds: float, rate: float | None = None, batch: int | None = None,
+              producers: int | None = None) -> dict[str, Any]:
+        a = self.args
+        return drive(self.master.address, seconds, batch or a.batch, a.size, producers or a.producers, rate)
+
+    def peak_slice(self, seconds: float) -> dict[str, Any]:
+        """Drive at full speed for ``seconds``, charging every process's CPU time to the messages."""
+        pids = {n.name: self.cluster.pid(n) for n in self.cluster.brokers() + self.cluster.controllers()}
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        me = time.process_time()
+        result = self.drive(seconds)
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        roles = {"master": used.pop(self.master.name), "loadgen": time.process_time() - me,
+                 "slaves": sum(v for k, v in used.items() if not k.startswith("n")),
+                 "controllers": sum(v for k, v in used.items() if k.startswith("n"))}
+        for role, spent in roles.items():
+            self.cpu[role] = self.cpu.get(role, 0.0) + spent
+        self.slices.append(result)
+        return result
+
+    @property
+    def peak_rate(self) -> float:
+        return sum(r["acked"] for r in self.slices) / sum(r["seconds"] for r in self.slices)
+
+    def finish(self) -> dict[str, Any]:
+        seconds = self.args.seconds
+        half = self.drive(seconds, rate=self.peak_rate / 2)
+        unbatched = self.drive(min(seconds, 5), batch=1, producers=1)
+        acked = max(sum(r["acked"] for r in self.slices), 1)
+        elapsed = sum(r["seconds"] for r in self.slices)
+        cpu = {role: round(spent * 1e6 / acked, 1) for role, spent in self.cpu.items()}
+        cpu["total"] = round(sum(cpu.values()), 1)
+        cpu["cpuBusyPct"] = round(100 * sum(self.cpu.values()) / (elapsed * (os.cpu_count() or 1)), 1)
+        peak_lat = summary([x for r in self.slices for x in r["latencies"]])
+        statuses: dict[str, int] = {}
+        for r in self.slices:
+            for k, v in r["statuses"].items():
+                statuses[k] = statuses.get(k, 0) + v
+        return {"case": self.name, "replicas": self.replicas, "flush": self.flush, "msgPerSec": self.peak_rate,
+                "sliceMsgPerSec": [round(r["msgPerSec"]) for r in self.slices],
+                "p50Ms": peak_lat["p50"], "p99Ms": peak_lat["p99"],
+                "halfRateMsgPerSec": half["msgPerSec"], "halfRateP50Ms": half["ackLatencyMs"]["p50"],
+                "halfRateP99Ms": half["ackLatencyMs"]["p99"],
+                "unbatchedMsgPerSec": unbatched["msgPerSec"], "unbatchedP50Ms": unbatched["ackLatencyMs"]["p50"],
+                "unbatchedP99Ms": unbatched["ackLatencyMs"]["p99"], "cpuUsPerMsg": cpu, "statuses": statuses}
+
+    def down(self) -> None:
+        self.cluster.down(grace=5)
+
+
+def alternating(cases: list[Case], rounds: int, seconds: float) -> None:
+    """Warm every case up, then measure each one's peak in ``rounds`` slices of ``seconds / rounds``,
+    alternating the order (A B, B A, A B, ...) so drift in the machine's speed falls on both alike."""
+    for c in cases:
+        c.drive(2)
+    for r in range(rounds):
+        for c in cases if r % 2 == 0 else cases[::-1]:
+            c.peak_slice(seconds / rounds)
+
+
+def measure(specs: list[tuple[str, int, str]], args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
+    cases: list[Case] = []
+    try:
+        for name, replicas, flush in specs:
+            cases.append(Case(name, replicas, flush, args, root))
+        alternating(cases, args.rounds, args.seconds)
+        return [c.finish() for c in cases]
     finally:
-        cluster.down(grace=5)
-    return {"case": name, "replicas": replicas, "flush": flush, "msgPerSec": peak["msgPerSec"],
-            "p50Ms": peak["ackLatencyMs"]["p50"], "p99Ms": peak["ackLatencyMs"]["p99"],
-            "halfRateMsgPerSec": half["msgPerSec"], "halfRateP50Ms": half["ackLatencyMs"]["p50"],
-            "halfRateP99Ms": half["ackLatencyMs"]["p99"],
-            "unbatchedMsgPerSec": single["msgPerSec"], "unbatchedP50Ms": single["ackLatencyMs"]["p50"],
-            "unbatchedP99Ms": single["ackLatencyMs"]["p99"], "cpuUsPerMsg": cpu,
-            "statuses": peak["statuses"]}
+        for c in cases:
+            c.down()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--seconds", type=float, default=12, help="peak measuring time per case")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating slices the peak time is cut into")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--producers", type=int, default=4)
@@ -134,17 +186,20 @@ def main() -> None:
     root = scratch_dir("mqctl-bench-")
     gc.collect()
     gc.freeze()  # the load generator's own start-up objects: keep its collector pauses out of the latencies
-    rows = [case("single broker, ASYNC_FLUSH", 1, "ASYNC_FLUSH", args, root),
-            case("3 replicas allAck, ASYNC_FLUSH", 3, "ASYNC_FLUSH", args, root),
-            case("3 replicas allAck, SYNC_FLUSH", 3, "SYNC_FLUSH", args, root)]
+    rows = measure([("single broker, ASYNC_FLUSH", 1, "ASYNC_FLUSH"),
+                    ("3 replicas allAck, ASYNC_FLUSH", 3, "ASYNC_FLUSH")], args, root)
+    rows += measure([("3 replicas allAck, SYNC_FLUSH", 3, "SYNC_FLUSH")], args, root)
     ratio = rows[1]["msgPerSec"] / rows[0]["msgPerSec"]
+    slice_ratios = [round(r / s, 2) for s, r in zip(rows[0]["sliceMsgPerSec"], rows[1]["sliceMsgPerSec"])]
     print(table(rows, ["case", "msgPerSec", "p50Ms", "p99Ms", "halfRateP50Ms", "halfRateP99Ms",
                        "unbatchedMsgPerSec", "unbatchedP50Ms"]))
     print("\nCPU time per acknowledged message at the peak (µs), by process:")
     print(table([{"case": r["case"], **r["cpuUsPerMsg"]} for r in rows],
                 ["case", "master", "slaves", "controllers", "loadgen", "total", "cpuBusyPct"]))
-    print(f"\nreplicated / single (same run): {ratio:.2f}x")
-    path = write_result("replicated_writes", {"args": vars(args), "cases": rows, "replicatedOverSingle": ratio})
+    print(f"\nreplicated / single (same run, alternating slices): {ratio:.2f}x; slice by slice: "
+          + ", ".join(f"{x:.2f}x" for x in slice_ratios))
+    path = write_result("replicated_writes", {"args": vars(args), "cases": rows, "replicatedOverSingle": ratio,
+                                              "sliceRatios": slice_ratios})
     print(f"result: {path}")
 
 
