@@ -58,7 +58,7 @@ class Broker:
 
     async def start(self) -> None:
         self.flush = FlushService(self.store, self.config.sync_flush, self.config.flushIntervalCommitLog,
-                                  self.io_lock)
+                                  self.io_lock, self.config.flushIntervalConsumeQueue)
         self.flush.start()
         await self.replication.start()
         await self.replicas.start()

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from services.common.durable import fsync_dir
+from services.common.durable import fsync_dir, reserve
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +238,8 @@ class CommitLog:
                 raise CommitLogError(f"commitlog segment {nxt.path.name} does not follow {prev.path.name} "
                                      f"(segment size {self.segment_size}); was mappedFileSizeCommitLog changed?")
         self._recover()
+        if self.segments:
+            reserve(self.segments[-1].fd, self.segment_size)
         self.flushed_offset = self.max_offset
 
     def close(self) -> None:
@@ -329,6 +331,7 @@ class CommitLog:
             raise CommitLogError(f"no segment holds offset {offset}")
         path = self.directory / f"{start:020d}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        reserve(fd, self.segment_size)
         fsync_dir(self.directory)
         seg = _Segment(start, path, fd)
         self.segments.append(seg)
@@ -437,9 +440,10 @@ class CommitLog:
         seg = self.segments[-1]
         new_length = offset - seg.start
         if new_length < seg.length:
-            os.ftruncate(seg.fd, new_length)
+            os.ftruncate(seg.fd, new_length)  # frees the reserved blocks past new_length too
             os.fsync(seg.fd)
             seg.length = new_length
+            reserve(seg.fd, self.segment_size)
         fsync_dir(self.directory)
         self.flushed_offset = min(self.flushed_offset, offset)
 

@@ -32,6 +32,7 @@ class BrokerConfig:
     mappedFileSizeCommitLog: int = 64 * 2**20
     flushDiskType: str = "ASYNC_FLUSH"
     flushIntervalCommitLog: int = 500
+    flushIntervalConsumeQueue: int = 1000
     syncFlushTimeout: int = 5000
     controllerAddr: str = "127.0.0.1:9878"
     authToken: str = ""
@@ -111,7 +112,8 @@ class BrokerConfig:
                               f"({self.totalReplicas})")
         for name in ("syncBrokerMetadataPeriod", "checkSyncStateSetPeriod", "syncControllerMetadataPeriod",
                      "controllerHeartBeatTimeoutMills", "brokerHeartbeatInterval", "flushIntervalCommitLog",
-                     "syncFlushTimeout", "slaveTimeout", "haSendHeartbeatInterval", "haHousekeepingInterval"):
+                     "flushIntervalConsumeQueue", "syncFlushTimeout", "slaveTimeout", "haSendHeartbeatInterval",
+                     "haHousekeepingInterval"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if self.brokerHeartbeatInterval >= self.controllerHeartBeatTimeoutMills:

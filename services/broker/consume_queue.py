@@ -19,10 +19,13 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.common.durable import fsync_dir
+from services.common.durable import fsync_dir, reserve
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size
+# Disk blocks are reserved ahead of a queue's end (see durable.reserve): as much again as the queue
+# holds, between 64 KiB and 1 MiB (~3k to ~52k entries), so a quiet queue takes little room.
+RESERVE_AHEAD = (2**16, 2**20)
 
 
 def tags_code(tags: str) -> int:
@@ -38,6 +41,7 @@ class ConsumeQueue:
     count: int = 0
     dirty: bool = False
     repaired: bool = False
+    reserved: int = 0  # bytes from the start with disk blocks reserved (see durable.reserve)
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,12 +60,14 @@ class ConsumeQueue:
             self.fd = -1
 
     def put(self, queue_offset: int, phys_offset: int, size: int, tags: int) -> None:
-        os.pwrite(self.fd, ENTRY.pack(phys_offset, size, tags), queue_offset * ENTRY_SIZE)
-        self.count = max(self.count, queue_offset + 1)
-        self.dirty = True
+        self.put_run(queue_offset, [(phys_offset, size, tags)])
 
     def put_run(self, first_offset: int, entries: list[tuple[int, int, int]]) -> None:
         """Entries for queue offsets ``first_offset``, ``first_offset + 1``, ... in one write."""
+        end = (first_offset + len(entries)) * ENTRY_SIZE
+        if end > self.reserved:
+            self.reserved = end + min(RESERVE_AHEAD[1], max(RESERVE_AHEAD[0], end))
+            reserve(self.fd, self.reserved)
         os.pwrite(self.fd, b"".join(ENTRY.pack(*e) for e in entries), first_offset * ENTRY_SIZE)
         self.count = max(self.count, first_offset + len(entries))
         self.dirty = True
@@ -88,9 +94,10 @@ class ConsumeQueue:
                 break
             keep -= 1
         if keep != self.count:
-            os.ftruncate(self.fd, keep * ENTRY_SIZE)
+            os.ftruncate(self.fd, keep * ENTRY_SIZE)  # frees the reserved blocks as well
             os.fsync(self.fd)
             self.count = keep
+            self.reserved = 0
 
     def flush(self) -> None:
         if self.dirty:

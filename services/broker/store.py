@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections import deque
 import re
 import socket
 import struct
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -335,11 +335,14 @@ class MessageStore:
         return result
 
     # ------------------------------------------------------------------ durability
-    def flush(self) -> int:
+    def flush(self, index: bool = True) -> int:
+        """fsync the commitlog and, with ``index``, then the consume queues and the checkpoint (which
+        names what they durably index); returns the commitlog offset now durable."""
         dispatched = self.reput_offset  # read before the fsyncs: everything below it is then durable
         flushed = self.commitlog.flush()
-        self.queues.flush()
-        self._save_checkpoint(dispatched=min(dispatched, flushed))
+        if index:
+            self.queues.flush()
+            self._save_checkpoint(dispatched=min(dispatched, flushed))
         return flushed
 
     def _save_checkpoint(self, force: bool = False, dispatched: int | None = None) -> None:

@@ -23,6 +23,7 @@ from services.broker.commitlog import (
     encode_record,
     record_size,
 )
+from services.common import durable
 
 SEG = 4096
 TS = 1_700_000_000_000
@@ -439,6 +440,27 @@ class TestTruncate:
         assert cl.min_offset == SEG
         with pytest.raises(CommitLogError):
             cl.truncate(100)
+        cl.close()
+
+
+    @pytest.mark.skipif(durable._fallocate is None, reason="no fallocate on this platform")
+    def test_the_segment_keeps_its_blocks_reserved(self, cl_dir: Path) -> None:
+        """Appends never wait for block allocation (durable.reserve): a new segment, a truncated one
+        and the last one after a restart have their blocks reserved; the size is only what is written."""
+        seg_size = 2**20
+
+        def reserved(cl: CommitLog) -> int:
+            return os.fstat(cl.segments[-1].fd).st_blocks * 512
+
+        cl = open_log(cl_dir, seg_size)
+        appended = fill(cl, 5)
+        assert os.path.getsize(cl_dir / seg_name(0)) == cl.max_offset and reserved(cl) >= seg_size
+        cl.truncate(appended[2][0])
+        assert os.path.getsize(cl_dir / seg_name(0)) == appended[2][0] and reserved(cl) >= seg_size
+        cl.close()
+        os.truncate(cl_dir / seg_name(0), appended[2][0])  # drops the reservation, as a copied file has none
+        cl = open_log(cl_dir, seg_size)
+        assert cl.max_offset == appended[2][0] and reserved(cl) >= seg_size
         cl.close()
 
 

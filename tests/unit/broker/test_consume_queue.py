@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from pathlib import Path
 
-from services.broker.consume_queue import ENTRY_SIZE, ConsumeQueue, ConsumeQueueStore, tags_code
+import pytest
+
+from services.broker.consume_queue import (
+    ENTRY_SIZE,
+    RESERVE_AHEAD,
+    ConsumeQueue,
+    ConsumeQueueStore,
+    tags_code,
+)
+from services.common import durable
 
 
 def test_entry_layout(tmp_path: Path) -> None:
@@ -112,3 +122,24 @@ def test_dispatch_many_writes_the_same_files_as_one_by_one(tmp_path: Path) -> No
         assert (tmp_path / "one" / topic / str(qid)).read_bytes() == (tmp_path / "many" / topic / str(qid)).read_bytes()
     one.close()
     many.close()
+
+
+@pytest.mark.skipif(durable._fallocate is None, reason="no fallocate on this platform")
+def test_blocks_are_reserved_ahead_without_changing_the_size(tmp_path: Path) -> None:
+    cq = ConsumeQueue("T", 0, tmp_path / "T" / "0")
+    cq.open()
+    cq.put_run(0, [(i * 100, 100, 0) for i in range(10)])
+    st = os.fstat(cq.fd)
+    assert st.st_size == 10 * ENTRY_SIZE and cq.count == 10  # the size still says how many entries
+    assert st.st_blocks * 512 >= 10 * ENTRY_SIZE + RESERVE_AHEAD[0]
+    cq.truncate_by_phys(500)
+    assert os.fstat(cq.fd).st_size == 5 * ENTRY_SIZE and cq.reserved == 0
+    cq.put(5, 500, 100, 0)
+    assert os.fstat(cq.fd).st_blocks * 512 >= RESERVE_AHEAD[0]
+    big = RESERVE_AHEAD[1] // ENTRY_SIZE * 2  # a busy queue reserves the most
+    cq.put_run(6, [(600 + i, 1, 0) for i in range(big)])
+    assert cq.reserved == (6 + big) * ENTRY_SIZE + RESERVE_AHEAD[1]
+    cq.close()
+    cq.open()
+    assert cq.count == 6 + big
+    cq.close()

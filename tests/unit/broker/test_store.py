@@ -309,6 +309,18 @@ class TestRecovery:
                                                               "dispatchedOffset": results[1].next_offset}
         store.close()
 
+    def test_flush_without_index_leaves_queues_and_checkpoint_for_later(self, root: Path) -> None:
+        store = make_store(root)
+        results = [store.append(msg(i), TS) for i in range(3)]
+        store.set_confirm_offset(results[2].next_offset)
+        assert store.flush(index=False) == store.max_offset
+        assert not (root / "checkpoint").exists()
+        assert any(cq.dirty for cq in store.queues.queues.values())
+        store.flush()
+        assert json.loads((root / "checkpoint").read_text())["dispatchedOffset"] == results[2].next_offset
+        assert not any(cq.dirty for cq in store.queues.queues.values())
+        store.close()
+
     def test_rebuild_consume_queues_up_to_persisted_confirm(self, root: Path) -> None:
         store = make_store(root)
         results = [store.append(msg(i, queue_id=i % 3, size=700), TS) for i in range(12)]
