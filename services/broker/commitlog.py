@@ -225,6 +225,7 @@ class CommitLog:
     segment_size: int = 64 * 2**20
     segments: list[_Segment] = field(default_factory=list)
     flushed_offset: int = 0
+    reserve_blocks: bool = True  # reserve each segment's disk blocks (durable.reserve); off only to measure it
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -239,7 +240,7 @@ class CommitLog:
                                      f"(segment size {self.segment_size}); was mappedFileSizeCommitLog changed?")
         self._recover()
         if self.segments:
-            reserve(self.segments[-1].fd, self.segment_size)
+            self._reserve(self.segments[-1].fd)
         self.flushed_offset = self.max_offset
 
     def close(self) -> None:
@@ -331,11 +332,15 @@ class CommitLog:
             raise CommitLogError(f"no segment holds offset {offset}")
         path = self.directory / f"{start:020d}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        reserve(fd, self.segment_size)
+        self._reserve(fd)
         fsync_dir(self.directory)
         seg = _Segment(start, path, fd)
         self.segments.append(seg)
         return seg
+
+    def _reserve(self, fd: int) -> None:
+        if self.reserve_blocks:
+            reserve(fd, self.segment_size)
 
     def flush(self) -> int:
         """fsync every segment written since the last flush; returns the offset now durable."""
@@ -443,7 +448,7 @@ class CommitLog:
             os.ftruncate(seg.fd, new_length)  # frees the reserved blocks past new_length too
             os.fsync(seg.fd)
             seg.length = new_length
-            reserve(seg.fd, self.segment_size)
+            self._reserve(seg.fd)
         fsync_dir(self.directory)
         self.flushed_offset = min(self.flushed_offset, offset)
 

@@ -20,6 +20,7 @@ CASES = [
     pytest.param("controller_writes", ["bench.controller_writes", "--seconds", "1", "--clients", "2"],
                  id="controller_writes"),
     pytest.param("controller_failover", ["bench.controller_failover", "--kills", "1"], id="controller_failover"),
+    pytest.param("append_stall", ["bench.append_stall", "--seconds", "0.6", "--rounds", "2"], id="append_stall"),
     pytest.param("restart", ["bench.restart", "--broker-mib", "70", "--controller-events", "300"], id="restart"),
     pytest.param("false_failover", ["bench.false_failover", "--minutes", "0.05", "--producers", "1"],
                  id="false_failover"),
