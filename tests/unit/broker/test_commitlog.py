@@ -443,14 +443,14 @@ class TestTruncate:
         cl.close()
 
 
-    @pytest.mark.skipif(durable._fallocate is None, reason="no fallocate on this platform")
     def test_the_segment_keeps_its_blocks_reserved(self, cl_dir: Path) -> None:
         """Appends never wait for block allocation (durable.reserve): a new segment, a truncated one
-        and the last one after a restart have their blocks reserved; the size is only what is written."""
+        and the last one after a restart have their blocks reserved; the size is only what is written.
+        (Where the platform cannot reserve blocks, only the sizes are checked.)"""
         seg_size = 2**20
 
         def reserved(cl: CommitLog) -> int:
-            return os.fstat(cl.segments[-1].fd).st_blocks * 512
+            return seg_size if durable._fallocate is None else os.fstat(cl.segments[-1].fd).st_blocks * 512
 
         cl = open_log(cl_dir, seg_size)
         appended = fill(cl, 5)

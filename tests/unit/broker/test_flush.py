@@ -7,7 +7,10 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from services.broker.flush import FlushService
 from services.broker.store import Message, MessageStore
@@ -33,10 +36,15 @@ async def until(predicate, seconds: float = 5.0) -> None:  # type: ignore[no-unt
         await asyncio.sleep(0.005)
 
 
-def test_async_flush_defers_queues_and_checkpoint(tmp_path: Path) -> None:
-    store = MessageStore(tmp_path, "127.0.0.1:10911", segment_size=2**20, queue_nums=1)
-    store.open()
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    s = MessageStore(tmp_path, "127.0.0.1:10911", segment_size=2**20, queue_nums=1)
+    s.open()
+    yield s
+    s.close()
 
+
+def test_async_flush_defers_queues_and_checkpoint(store: MessageStore, tmp_path: Path) -> None:
     async def scenario() -> None:
         flush = FlushService(store, False, 10, threading.Lock(), index_interval_ms=60_000)
         flush.start()
@@ -50,13 +58,9 @@ def test_async_flush_defers_queues_and_checkpoint(tmp_path: Path) -> None:
         assert dispatched(tmp_path) == second
 
     asyncio.run(scenario())
-    store.close()
 
 
-def test_group_commit_fsyncs_only_the_commitlog_between_index_flushes(tmp_path: Path) -> None:
-    store = MessageStore(tmp_path, "127.0.0.1:10911", segment_size=2**20, queue_nums=1)
-    store.open()
-
+def test_group_commit_fsyncs_only_the_commitlog_between_index_flushes(store: MessageStore, tmp_path: Path) -> None:
     async def scenario() -> None:
         flush = FlushService(store, True, 500, threading.Lock(), index_interval_ms=60_000)
         flush.start()
@@ -69,4 +73,3 @@ def test_group_commit_fsyncs_only_the_commitlog_between_index_flushes(tmp_path: 
         assert dispatched(tmp_path) == store.max_offset
 
     asyncio.run(scenario())
-    store.close()
