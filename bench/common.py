@@ -12,9 +12,9 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from services.common.controller_client import ControllerClient
 
@@ -40,6 +40,21 @@ def run_workers(worker: Callable[[int], None], count: int) -> float:
     for t in threads:
         t.join()
     return time.monotonic() - started
+
+
+class Sliced(Protocol):
+    def slice(self, seconds: float, measured: bool = True) -> None: ...
+
+
+def alternate(cases: Sequence[Sliced], rounds: int, seconds: float, warmup: float) -> None:
+    """Warm every case up for ``warmup`` s (not measured), then measure each one in ``rounds`` slices of
+    ``seconds / rounds``, alternating the order (A B, B A, A B, ...). This machine's speed drifts by tens
+    of percent within a minute; alternating puts the same drift into both sides of a ratio."""
+    for case in cases:
+        case.slice(warmup, measured=False)
+    for r in range(rounds):
+        for case in cases if r % 2 == 0 else cases[::-1]:
+            case.slice(seconds / rounds)
 
 
 def percentile(values: list[float], p: float) -> float:

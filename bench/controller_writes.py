@@ -1,13 +1,18 @@
 """Controller write capacity: committed metadata writes through the HTTP API of a 3-node controller
 (journal on), against bare pysyncobj writes on 3 nodes measured in the same run.
 
-    python -m bench.controller_writes [--seconds 10] [--clients 16]
+    python -m bench.controller_writes [--seconds 12] [--rounds 4] [--clients 16]
 
 HTTP: ``--clients`` concurrent callers, one keep-alive connection each, POST ``applyBrokerId`` to the
 leader (every call commits one write: an event for one of 64 broker sets; writes that arrive together share a
 log entry, the controller's group commit). Raw: the same number of threads inside
 the leader process of a bare pysyncobj cluster, each calling a replicated method synchronously with an
 entry of the same size (``bench/raw_raft.py``). CPU time per committed write is charged to each process.
+
+Both clusters run side by side (one idle while the other is measured) and each is measured in
+``--rounds`` alternating slices of ``--seconds / --rounds`` (raw, HTTP, HTTP, raw, ...): this machine's
+speed drifts by tens of percent within a minute, and alternating puts the same drift into both sides
+of the ratio.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import asyncio
 import gc
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +31,7 @@ from typing import Any
 import httpx
 
 from bench.common import (
+    alternate,
     cpu_seconds,
     read_response,
     request_bytes,
@@ -33,71 +40,129 @@ from bench.common import (
     table,
     write_result,
 )
-from mqctl.localcluster import ControllerCluster, free_port_pair, wait_until
+from mqctl.localcluster import ControllerCluster, free_port_pair, send_and_wait, wait_until
 
 
-def raw_pysyncobj(root: Path, seconds: float, clients: int) -> dict[str, Any]:
-    ports = [free_port_pair() for _ in range(3)]
-    addresses = [f"127.0.0.1:{p + 1}" for p in ports]
-    result = root / "raw-result.json"
-    procs = []
-    try:
-        for i, address in enumerate(addresses):
-            peers = ",".join(a for a in addresses if a != address)
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "bench.raw_raft", "--self", address, "--peers", peers,
-                 "--dir", str(root / f"raw-n{i}"), "--seconds", str(seconds), "--clients", str(clients),
-                 "--result", str(result)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        before = [0.0] * 3
-        started = time.monotonic()
-        while not result.exists():  # charge CPU from the first moment every node is up
-            if time.monotonic() - started > seconds + 60:
-                raise RuntimeError("the raw pysyncobj cluster produced no result")
-            if time.monotonic() - started < 1.0:
-                before = [cpu_seconds(p.pid) for p in procs]
-            time.sleep(0.05)
-        used = sum(cpu_seconds(p.pid) - b for p, b in zip(procs, before))
-        outcome: dict[str, Any] = json.loads(result.read_text())
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait(timeout=10)
-    outcome["cpuUsPerWrite"] = round(used * 1e6 / max(1, outcome["writesPerSec"] * seconds), 1)
-    return outcome
+class Slices:
+    """What one case committed, slice by slice."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.seconds = 0.0
+        self.cpu = 0.0
+        self.failed: dict[str, int] = {}
+        self.latencies: list[float] = []
+        self.per_slice: list[float] = []
+
+    def add(self, writes: int, seconds: float, cpu: float, latencies: list[float], failed: dict[str, int]) -> None:
+        self.writes += writes
+        self.seconds += seconds
+        self.cpu += cpu
+        self.latencies += latencies
+        for code, n in failed.items():
+            self.failed[code] = self.failed.get(code, 0) + n
+        self.per_slice.append(writes / seconds if seconds else 0.0)
+
+    def row(self) -> dict[str, Any]:
+        return {"writesPerSec": self.writes / self.seconds if self.seconds else 0.0, "failed": self.failed,
+                "latencyMs": summary(self.latencies), "sliceWritesPerSec": [round(x) for x in self.per_slice],
+                "cpuUsPerWrite": round(self.cpu * 1e6 / max(1, self.writes), 1)}
 
 
-def http_writes(root: Path, seconds: float, clients: int) -> dict[str, Any]:
-    cluster = ControllerCluster(root / "http", size=3, extra={"logLevel": "WARNING"})
-    cluster.configure()
-    cluster.start()
-    try:
-        leader = cluster.leader(timeout=60)
-        url = f"http://{leader.address}/v1/controller/applyBrokerId"
-        body = {"clusterName": "DefaultCluster", "brokerName": "bench-0", "appliedBrokerId": 1,
-                "registerCheckCode": "127.0.0.1:10911;1"}
+class RawCluster:
+    """Three ``bench.raw_raft`` processes; each slice is driven inside the leader."""
+
+    def __init__(self, root: Path, clients: int) -> None:
+        self.control = root / "raw-control"
+        self.control.mkdir(parents=True)
+        ports = [free_port_pair() for _ in range(3)]
+        addresses = [f"127.0.0.1:{p + 1}" for p in ports]
+        self.procs = [subprocess.Popen(
+            [sys.executable, "-m", "bench.raw_raft", "--self", address,
+             "--peers", ",".join(a for a in addresses if a != address), "--dir", str(root / f"raw-n{i}"),
+             "--clients", str(clients), "--control", str(self.control)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, address in enumerate(addresses)]
+        self.count = 0
+        self.slices = Slices()
+        wait_until(lambda: (self.control / "ready").exists(), 60, "a raw pysyncobj leader")
+
+    def slice(self, seconds: float, measured: bool = True) -> None:
+        self.count += 1
+        order = self.control / f"slice-{self.count}.go"
+        result = order.with_suffix(".json")
+        before = [cpu_seconds(p.pid) for p in self.procs]
+        tmp = order.with_suffix(".tmp")
+        tmp.write_text(str(seconds))
+        tmp.rename(order)
+        wait_until(result.exists, seconds + 60, "a raw pysyncobj slice", interval=0.02)
+        used = sum(cpu_seconds(p.pid) - b for p, b in zip(self.procs, before))
+        outcome = json.loads(result.read_text())
+        if measured:
+            self.slices.add(outcome["writes"], outcome["seconds"], used, outcome["latencies"],
+                            {"timeout": outcome["failed"]} if outcome["failed"] else {})
+
+    def stop(self) -> None:
+        for p in self.procs:
+            send_and_wait(p, signal.SIGTERM)
+
+
+class HttpCluster:
+    """A 3-node controller cluster; each slice drives its leader's HTTP API."""
+
+    def __init__(self, root: Path, clients: int) -> None:
+        self.clients = clients
+        self.cluster = ControllerCluster(root / "http", size=3, extra={"logLevel": "WARNING"})
+        self.cluster.configure()
+        self.cluster.start()
+        self.slices = Slices()
+        self.leader = self.cluster.leader(timeout=60)
+        url = f"http://{self.leader.address}/v1/controller/applyBrokerId"
+        self.body = {"clusterName": "DefaultCluster", "brokerName": "bench-0", "appliedBrokerId": 1,
+                     "registerCheckCode": "127.0.0.1:10911;1"}
         with httpx.Client(timeout=5.0) as c:  # the broker sets exist before the clock starts
             for g in range(64):
-                wait_until(lambda g=g: c.post(url, json={**body, "brokerName": f"bench-{g}"}).json()["code"] == 0,
-                           30, "the first applyBrokerId")
-        pids = [n.process.pid for n in cluster.nodes if n.process is not None]
-        before = [cpu_seconds(p) for p in pids]
+                wait_until(lambda g=g: c.post(url, json={**self.body, "brokerName": f"bench-{g}"})
+                           .json()["code"] == 0, 30, "the first applyBrokerId")
+        self.pids = [n.process.pid for n in self.cluster.nodes if n.process is not None]
+        self.leader_index = next(i for i, n in enumerate(self.cluster.nodes) if n is self.leader)
+        self.leader_cpu = 0.0
+        self.loadgen_cpu = 0.0
+
+    def slice(self, seconds: float, measured: bool = True) -> None:
+        before = [cpu_seconds(p) for p in self.pids]
         me = time.process_time()
         started = time.monotonic()
-        done, failed, latencies = asyncio.run(_drive(leader.address, body, seconds, clients))
+        done, failed, latencies = asyncio.run(_drive(self.leader.address, self.body, seconds, self.clients))
         elapsed = time.monotonic() - started
-        loadgen = time.process_time() - me
-        per_node = [cpu_seconds(p) - b for p, b in zip(pids, before)]
-        used = sum(per_node)
-        writes = done
-        leader_index = next(i for i, n in enumerate(cluster.nodes) if n is leader)
+        per_node = [cpu_seconds(p) - b for p, b in zip(self.pids, before)]
+        if measured:
+            self.slices.add(done, elapsed, sum(per_node), latencies, failed)
+            self.leader_cpu += per_node[self.leader_index]
+            self.loadgen_cpu += time.process_time() - me
+
+    def row(self) -> dict[str, Any]:
+        s = self.slices
+        return {**s.row(), "leaderCpuUsPerWrite": round(self.leader_cpu * 1e6 / max(1, s.writes), 1),
+                "leaderCpuPct": round(100 * self.leader_cpu / max(s.seconds, 1e-9), 1),
+                "loadgenCpuUsPerWrite": round(self.loadgen_cpu * 1e6 / max(1, s.writes), 1)}
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+def measure(root: Path, seconds: float, rounds: int, clients: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    raw: RawCluster | None = None
+    http: HttpCluster | None = None
+    try:
+        raw = RawCluster(root, clients)
+        http = HttpCluster(root, clients)
+        alternate([raw, http], rounds, seconds, warmup=min(1.0, seconds / rounds))
+        return raw.slices.row(), http.row()
     finally:
-        cluster.stop()
-    return {"writesPerSec": writes / elapsed, "failed": failed,
-            "latencyMs": summary(latencies),
-            "cpuUsPerWrite": round(used * 1e6 / max(1, writes), 1),
-            "leaderCpuUsPerWrite": round(per_node[leader_index] * 1e6 / max(1, writes), 1),
-            "leaderCpuPct": round(100 * per_node[leader_index] / elapsed, 1),
-            "loadgenCpuUsPerWrite": round(loadgen * 1e6 / max(1, writes), 1)}
+        if http is not None:
+            http.stop()
+        if raw is not None:
+            raw.stop()
 
 
 async def _drive(address: str, body: dict[str, Any], seconds: float,
@@ -134,14 +199,14 @@ async def _drive(address: str, body: dict[str, Any], seconds: float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--seconds", type=float, default=12, help="measuring time per case")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating slices the time is cut into")
     parser.add_argument("--clients", type=int, default=16)
     args = parser.parse_args()
     gc.collect()
     gc.freeze()
     root = scratch_dir("mqctl-bench-ctl-")
-    raw = raw_pysyncobj(root, args.seconds, args.clients)
-    http = http_writes(root, args.seconds, args.clients)
+    raw, http = measure(root, args.seconds, args.rounds, args.clients)
     rows = [{"case": "bare pysyncobj, in-process callers", "writesPerSec": raw["writesPerSec"],
              "p50Ms": raw["latencyMs"]["p50"], "p99Ms": raw["latencyMs"]["p99"],
              "cpuUsPerWrite": raw["cpuUsPerWrite"]},
@@ -149,9 +214,12 @@ def main() -> None:
              "p50Ms": http["latencyMs"]["p50"], "p99Ms": http["latencyMs"]["p99"],
              "cpuUsPerWrite": http["cpuUsPerWrite"]}]
     ratio = http["writesPerSec"] / raw["writesPerSec"]
+    slice_ratios = [h / r for r, h in zip(raw["sliceWritesPerSec"], http["sliceWritesPerSec"]) if r]
     print(table(rows, ["case", "writesPerSec", "p50Ms", "p99Ms", "cpuUsPerWrite"]))
-    print(f"\nHTTP / raw (same run): {ratio:.2f}x; failed HTTP writes: {http['failed'] or 0}")
-    path = write_result("controller_writes", {"args": vars(args), "raw": raw, "http": http, "httpOverRaw": ratio})
+    print(f"\nHTTP / raw (same run, alternating slices): {ratio:.2f}x; slice by slice: "
+          + ", ".join(f"{x:.2f}x" for x in slice_ratios) + f"; failed HTTP writes: {http['failed'] or 0}")
+    path = write_result("controller_writes", {"args": vars(args), "raw": raw, "http": http, "httpOverRaw": ratio,
+                                              "sliceRatios": slice_ratios})
     print(f"result: {path}")
 
 

@@ -28,12 +28,12 @@ GROUP = "broker-a"
 
 
 class Writer(threading.Thread):
-    """Writes one message at a time to whoever is master; records the time of every PUT_OK."""
+    """Writes one message at a time to whoever is master; records the time and broker of every PUT_OK."""
 
     def __init__(self, cluster: DevCluster) -> None:
         super().__init__(daemon=True)
         self.cluster, self.stop_event = cluster, threading.Event()
-        self.ok_times: list[int] = []
+        self.ok_times: list[tuple[int, str]] = []
 
     def run(self) -> None:
         address = None
@@ -48,7 +48,7 @@ class Writer(threading.Thread):
                             continue
                     r = client.post(f"http://{address}/v1/broker/sendMessage", json={"topic": "F", "body": "x"})
                     if r.json()["data"]["status"] == "PUT_OK":
-                        self.ok_times.append(int(time.time() * 1000))
+                        self.ok_times.append((int(time.time() * 1000), address))
                     else:
                         address = None
                 except Exception:  # a dead master, a refused write: look for the master again
@@ -79,7 +79,9 @@ def one_failover(cluster: DevCluster, writer: Writer, mode: str) -> dict[str, fl
     with httpx.Client(timeout=2.0) as client:
         info = wait_until(lambda: (i := client.get(f"http://{new.address}/v1/broker/runtimeInfo").json()["data"])
                           ["role"] == "MASTER" and i, 30, "the role change", interval=0.02)
-    first_ok = wait_until(lambda: next((t for t in writer.ok_times if t > t0), None), 30, "a PUT_OK", interval=0.02)
+    # from the new master only: an answer the old one sent just before the signal can be read after it
+    first_ok = wait_until(lambda: next((t for t, by in writer.ok_times if t > t0 and by == new.address), None),
+                          30, "a PUT_OK from the new master", interval=0.02)
     if mode == "stop":
         os.kill(pid, signal.SIGCONT)
     else:

@@ -1,13 +1,16 @@
 """A bare pysyncobj node: the baseline the controller's write path is compared with.
 
     python -m bench.raw_raft --self 127.0.0.1:P1 --peers 127.0.0.1:P2,127.0.0.1:P3 --dir D \
-        --seconds 10 --clients 8 --result R.json
+        --clients 8 --control C
 
 Three of these form a cluster configured as the controller's Raft (journal and snapshot file, unbatched
 appends, the same timeouts) with a replicated method that stores one JSON entry of the controller's
-size. The node that is leader drives ``--clients`` threads of synchronous writes for ``--seconds`` and
-writes the result to ``--result``; the others run until that file appears. No HTTP, no state machine:
-what pysyncobj itself can commit on this machine.
+size. No HTTP, no state machine: what pysyncobj itself can commit on this machine.
+
+The nodes take orders through the directory ``--control``: the leader writes ``ready`` once it can
+commit; a file ``slice-N.go`` holding a number of seconds is claimed by the node that is leader, which
+drives ``--clients`` threads of synchronous writes for that long and writes ``slice-N.json``. So the
+caller can measure this cluster in slices, alternating with another; it ends the nodes with SIGTERM.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjException, replicated
 
-from bench.common import run_workers, summary
+from bench.common import run_workers
 
 
 class Store(SyncObj):  # type: ignore[misc]
@@ -63,8 +66,8 @@ def drive(node: Store, seconds: float, clients: int) -> dict[str, Any]:
             i += clients
 
     elapsed = run_workers(worker, clients)
-    return {"writesPerSec": sum(done) / elapsed, "failed": sum(failed),
-            "latencyMs": summary([x for per in latencies for x in per])}
+    return {"writes": sum(done), "seconds": elapsed, "failed": sum(failed),
+            "latencies": [x for per in latencies for x in per]}
 
 
 def main() -> int:
@@ -72,31 +75,43 @@ def main() -> int:
     parser.add_argument("--self", dest="self_address", required=True)
     parser.add_argument("--peers", required=True)
     parser.add_argument("--dir", required=True)
-    parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--result", required=True)
+    parser.add_argument("--control", required=True)
+    parser.add_argument("--idle-timeout", type=float, default=600, help="exit after this long without orders")
     args = parser.parse_args()
     store = Path(args.dir)
     store.mkdir(parents=True, exist_ok=True)
+    control = Path(args.control)
+    control.mkdir(parents=True, exist_ok=True)
     conf = SyncObjConf(journalFile=str(store / "raft.journal"), fullDumpFile=str(store / "raft.dump"),
                        bindAddress=args.self_address, appendEntriesUseBatch=False,
                        appendEntriesPeriod=0.1, raftMinTimeout=0.6, raftMaxTimeout=1.2, connectionTimeout=1.5,
                        leaderFallbackTimeout=0.5, commandsWaitLeader=False, connectionRetryTime=1.0)
     node = Store(args.self_address, args.peers.split(","), conf)
-    result = Path(args.result)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not result.exists():
-        if node._isLeader() and node.isReady():
-            time.sleep(0.5)  # let the followers settle before loading the leader
-            if node._isLeader():
-                outcome = drive(node, args.seconds, args.clients)
-                tmp = result.with_suffix(".tmp")
-                tmp.write_text(json.dumps(outcome))
-                tmp.rename(result)
-                break
-        time.sleep(0.05)
-    node.destroy()
-    return 0 if result.exists() else 1
+    last_order = time.monotonic()
+    try:
+        while time.monotonic() - last_order < args.idle_timeout:
+            if node._isLeader() and node.isReady():
+                _publish(control / "ready", {"leader": args.self_address})
+                for order in sorted(control.glob("slice-*.go")):
+                    claimed = order.with_suffix(".run")
+                    try:
+                        order.rename(claimed)  # one node claims it
+                    except FileNotFoundError:
+                        continue
+                    outcome = drive(node, float(claimed.read_text()), args.clients)
+                    _publish(order.with_suffix(".json"), outcome)
+                    last_order = time.monotonic()
+            time.sleep(0.02)
+    finally:
+        node.destroy()
+    return 0
+
+
+def _publish(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.rename(path)
 
 
 if __name__ == "__main__":

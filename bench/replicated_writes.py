@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import cpu_seconds, run_workers, scratch_dir, summary, table, write_result
+from bench.common import alternate, cpu_seconds, run_workers, scratch_dir, summary, table, write_result
 from mqctl.devcluster import DevCluster
 from tests.chaos.harness import free_base_port
 
@@ -91,7 +91,7 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
 
 
 class Case:
-    """One cluster under test: its peak is measured in slices (``peak_slice``), then ``finish`` measures
+    """One cluster under test: its peak is measured in slices (``slice``), then ``finish`` measures
     the half-rate and unbatched latencies and returns the row."""
 
     def __init__(self, name: str, replicas: int, flush: str, args: argparse.Namespace, root: Path) -> None:
@@ -108,8 +108,12 @@ class Case:
         a = self.args
         return drive(self.master.address, seconds, batch or a.batch, a.size, producers or a.producers, rate)
 
-    def peak_slice(self, seconds: float) -> dict[str, Any]:
-        """Drive at full speed for ``seconds``, charging every process's CPU time to the messages."""
+    def slice(self, seconds: float, measured: bool = True) -> None:
+        """Drive at full speed for ``seconds``; when ``measured``, count the messages as the peak and
+        charge every process's CPU time to them."""
+        if not measured:
+            self.drive(seconds)
+            return
         pids = {n.name: self.cluster.pid(n) for n in self.cluster.brokers() + self.cluster.controllers()}
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         me = time.process_time()
@@ -121,7 +125,6 @@ class Case:
         for role, spent in roles.items():
             self.cpu[role] = self.cpu.get(role, 0.0) + spent
         self.slices.append(result)
-        return result
 
     @property
     def peak_rate(self) -> float:
@@ -153,22 +156,12 @@ class Case:
         self.cluster.down(grace=5)
 
 
-def alternating(cases: list[Case], rounds: int, seconds: float) -> None:
-    """Warm every case up, then measure each one's peak in ``rounds`` slices of ``seconds / rounds``,
-    alternating the order (A B, B A, A B, ...) so drift in the machine's speed falls on both alike."""
-    for c in cases:
-        c.drive(2)
-    for r in range(rounds):
-        for c in cases if r % 2 == 0 else cases[::-1]:
-            c.peak_slice(seconds / rounds)
-
-
 def measure(specs: list[tuple[str, int, str]], args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
     cases: list[Case] = []
     try:
         for name, replicas, flush in specs:
             cases.append(Case(name, replicas, flush, args, root))
-        alternating(cases, args.rounds, args.seconds)
+        alternate(cases, args.rounds, args.seconds, warmup=2)
         return [c.finish() for c in cases]
     finally:
         for c in cases:
