@@ -84,7 +84,11 @@ class RawCluster:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, address in enumerate(addresses)]
         self.count = 0
         self.slices = Slices()
-        wait_until(lambda: (self.control / "ready").exists(), 60, "a raw pysyncobj leader")
+        try:
+            wait_until(lambda: (self.control / "ready").exists(), 60, "a raw pysyncobj leader")
+        except BaseException:
+            self.stop()
+            raise
 
     def slice(self, seconds: float, measured: bool = True) -> None:
         self.count += 1
