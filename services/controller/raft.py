@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gzip
+import itertools
 import json
 import logging
 import os
@@ -193,6 +194,17 @@ def _install_fork_hook() -> None:
     _PARENT_PID[0] = os.getpid()
 
 
+#: Request ids of writes that bring none: a random prefix per process and a counter. Unique across
+#: processes and restarts like a uuid4, without reading os.urandom for every write (0.2 µs against
+#: 1.8 µs; uuid4 was 2 % of a busy leader's profile samples).
+_REQUEST_ID_PREFIX = uuid.uuid4().hex[:16]
+_request_numbers = itertools.count()
+
+
+def new_request_id() -> str:
+    return f"{_REQUEST_ID_PREFIX}{next(_request_numbers):016x}"
+
+
 class RaftNode:
     """Owns the SyncObj; must be created on the main thread (pysyncobj's tick thread dies with the
     thread that created it)."""
@@ -233,7 +245,7 @@ class RaftNode:
         the Raft, journal, timer and wake-up costs are paid once per entry instead of once per write."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._pending.append((events, request_id or uuid.uuid4().hex, future, timeout_s))
+        self._pending.append((events, request_id or new_request_id(), future, timeout_s))
         if len(self._pending) == 1:
             loop.call_soon(self._propose_pending, loop)
         return await future
@@ -254,7 +266,7 @@ class RaftNode:
         and has applied every entry committed before it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._submit(loop, encode_noop(uuid.uuid4().hex), [future], timeout_s)
+        self._submit(loop, encode_noop(new_request_id()), [future], timeout_s)
         await future
 
     def _submit(self, loop: asyncio.AbstractEventLoop, entry: str, futures: list[asyncio.Future[dict[str, Any]]],

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,14 @@ from services.controller.events import (
     encode_entry,
     encode_noop,
 )
-from services.controller.raft import MAX_WRITES_PER_ENTRY, RaftError, RaftNode, _apply_entry, _check_command
+from services.controller.raft import (
+    MAX_WRITES_PER_ENTRY,
+    RaftError,
+    RaftNode,
+    _apply_entry,
+    _check_command,
+    new_request_id,
+)
 from services.controller.state_machine import ReplicasInfoManager
 from tests.unit.controller.helpers import CLUSTER, IPS, check_code
 
@@ -59,6 +69,15 @@ def test_each_write_of_a_batch_is_deduplicated_by_its_own_request_id() -> None:
     assert answer["items"] == [{"ok": True, "duplicate": True}, {"ok": True}]
     assert sorted(manager.broker_sets["a"].brokers) == [1]  # the retried write did not apply twice
     assert broker_names(manager) == ["a", "b"]
+
+
+def test_generated_request_ids_are_distinct_within_and_across_processes() -> None:
+    ids = [new_request_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch("[0-9a-f]{32}", i) for i in ids)
+    code = "from services.controller.raft import new_request_id; print(new_request_id())"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert other[:16] != ids[0][:16] and other not in ids
 
 
 def test_entries_of_an_unknown_version_are_refused_and_version_1_still_applies() -> None:
