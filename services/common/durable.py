@@ -48,14 +48,17 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Replace ``path`` with ``data`` so that after a crash it holds either the old or the new bytes."""
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` so that after a crash it holds either the old or the new bytes.
+    ``mode`` applies from the moment the file exists (0o600 for secrets: never readable by others, not
+    even between create and rename)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     tmp = target.with_name(target.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        os.fchmod(fd, mode)  # a leftover temp file keeps its old mode through O_CREAT; the umask is ignored
         view = memoryview(payload)
         while view:
             written = os.write(fd, view)
