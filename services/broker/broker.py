@@ -13,6 +13,7 @@ from typing import Any
 from services.broker.config import BrokerConfig
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.flush import FlushService
+from services.broker.ha.auth import BrokerKey
 from services.broker.metrics import BrokerMetrics
 from services.broker.replicas_manager import ReplicasManager, Role, RoleState
 from services.broker.replication import AutoSwitchReplication, Replication
@@ -38,12 +39,15 @@ class Broker:
         self.io_lock = threading.Lock()
         self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
                                   config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize)
-        self.api = BrokerControllerApi(config.controllerAddr, timeout=3.0, token=config.authToken or None)
+        self.key = BrokerKey.load_or_create(config.key_file)
+        self.api = BrokerControllerApi(config.controllerAddr, timeout=3.0, token=config.authToken or None,
+                                       public_key=self.key.public_hex)
         self.flush: FlushService | None = None
         self.replicas = ReplicasManager(config, self.store, self.api, self.clock, listener=self,
                                         on_fatal=on_fatal)
         self.replication: Replication = AutoSwitchReplication(
-            config, self.store, self.api, self.clock, self.io_lock, lambda: self.flush, lambda: self.replicas)
+            config, self.store, self.api, self.clock, self.io_lock, lambda: self.flush, lambda: self.replicas,
+            self.key)
         self.put_counts: dict[str, int] = {}
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)

@@ -86,6 +86,11 @@ class BrokerConfig:
             else self.store_dir / "brokerIdentity"
 
     @property
+    def key_file(self) -> Path:
+        """This broker's signing key (services/broker/ha/auth.py), beside its identity file."""
+        return self.identity_file.with_name(self.identity_file.name + ".key")
+
+    @property
     def sync_flush(self) -> bool:
         return self.flushDiskType == "SYNC_FLUSH"
 

@@ -10,14 +10,17 @@ import httpx
 from services.common.auth import auth_headers
 from services.common.codes import ResponseCode
 from services.common.controller_client import ControllerClient, parse_addresses
+from services.common.errors import ConfigError, RemoteError
 
 log = logging.getLogger(__name__)
 
 
 class BrokerControllerApi:
-    def __init__(self, controller_addr: str, timeout: float = 3.0, token: str | None = None) -> None:
+    def __init__(self, controller_addr: str, timeout: float = 3.0, token: str | None = None,
+                 public_key: str = "") -> None:
         self.addresses = parse_addresses(controller_addr)
         self.token = token
+        self.public_key = public_key  # this broker's key, given to the controller with its id (ha/auth.py)
         self.client = ControllerClient(self.addresses, timeout=timeout, token=token)
         self._heartbeat_client = httpx.Client(timeout=1.0, headers=auth_headers(token))
 
@@ -37,12 +40,26 @@ class BrokerControllerApi:
     def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
         self.client.call("POST", "/v1/controller/applyBrokerId", json={
             "clusterName": cluster, "brokerName": broker_name, "appliedBrokerId": broker_id,
-            "registerCheckCode": check_code})
+            "registerCheckCode": check_code, "publicKey": self.public_key})
 
     def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
-        env = self.client.call("POST", "/v1/controller/registerBroker", json={
-            "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "brokerAddress": address})
+        try:
+            env = self.client.call("POST", "/v1/controller/registerBroker", json={
+                "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "brokerAddress": address,
+                "publicKey": self.public_key})
+        except RemoteError as exc:
+            if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
+                raise ConfigError(
+                    f"the controller holds another key for broker id {broker_id} of {broker_name} ({exc.remark}): "
+                    "this store's broker key is not the one this broker registered with. See docs/operations.md, "
+                    "'broker key damaged or lost'") from None
+            raise
         return dict(env.data)
+
+    def broker_keys(self, broker_name: str) -> dict[int, str]:
+        """The public key of every broker id of ``broker_name``, as the controller holds them."""
+        env = self.client.call("GET", "/v1/controller/brokerKeys", params={"brokerName": broker_name})
+        return {int(k["brokerId"]): str(k["publicKey"]) for k in env.data["keys"]}
 
     def get_replica_info(self, broker_name: str) -> dict[str, Any]:
         env = self.client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": broker_name})

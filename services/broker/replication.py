@@ -15,6 +15,7 @@ from services.broker.store import MessageStore
 if TYPE_CHECKING:
     from services.broker.controller_api import BrokerControllerApi
     from services.broker.flush import FlushService
+    from services.broker.ha.auth import BrokerKey
     from services.broker.ha.slave import HAClient
     from services.broker.replicas_manager import ReplicasManager
     from services.common.clock import Clock
@@ -96,16 +97,18 @@ class AutoSwitchReplication:
 
     def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
                  io_lock: threading.Lock, flush: Callable[[], FlushService | None],
-                 replicas: Callable[[], ReplicasManager]) -> None:
+                 replicas: Callable[[], ReplicasManager], key: BrokerKey) -> None:
         from services.broker.ha.master import HAService
 
         self.config = config
+        self.api = api
+        self.key = key
         self.store = store
         self.clock = clock
         self.io_lock = io_lock
         self._flush = flush
         self._replicas = replicas
-        self.ha = HAService(config, store, api, clock)
+        self.ha = HAService(config, store, api, clock, key)
         self.ha.apply_committed = lambda members, epoch: replicas().change_sync_state_set(members, epoch)
         self.client: HAClient | None = None
         self.state = RoleState()
@@ -121,16 +124,22 @@ class AutoSwitchReplication:
                                     state.sync_state_set_epoch)
 
     async def on_slave(self, state: RoleState) -> None:
-        from services.broker.ha.slave import HAClient
+        from services.broker.ha.slave import HAClient, MasterIdentity
 
         self.state = state
         await self.ha.become_inactive()
         await self._stop_client()
         replicas = self._replicas()
         assert replicas.broker_id is not None and state.master_address is not None
-        self.client = HAClient(self.config, self.store, self.clock, replicas.broker_id, state.master_address,
+        assert state.master_broker_id is not None
+        master = MasterIdentity(state.master_broker_id, state.master_address, state.master_epoch, self.key,
+                                self._public_keys)
+        self.client = HAClient(self.config, self.store, self.clock, replicas.broker_id, master,
                                self.io_lock, self._wait_flushed, self._truncated)
         self.client.start()
+
+    async def _public_keys(self) -> dict[int, str]:
+        return await asyncio.to_thread(self.api.broker_keys, self.config.brokerName)
 
     async def _wait_flushed(self, offset: int, timeout_ms: int) -> bool:
         flush = self._flush()

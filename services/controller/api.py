@@ -21,6 +21,8 @@ from services.controller.metrics import controller_registry
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
 
 Name = Annotated[str, Field(min_length=1, max_length=255)]
+#: A broker's Ed25519 public key as 64 lower-case hex characters ("" or absent: the broker brings none).
+PublicKey = Annotated[str, Field(pattern=r"^([0-9a-f]{64})?$")]
 
 
 class _Model(BaseModel):
@@ -35,12 +37,14 @@ class BrokerSetRequest(_Model):
 class ApplyBrokerIdRequest(BrokerSetRequest):
     appliedBrokerId: int = Field(ge=1)
     registerCheckCode: Name
+    publicKey: PublicKey = ""
     requestId: str | None = None
 
 
 class RegisterBrokerRequest(BrokerSetRequest):
     brokerId: int = Field(ge=1)
     brokerAddress: Name
+    publicKey: PublicKey = ""
     requestId: str | None = None
 
 
@@ -106,12 +110,13 @@ def create_app(manager: ControllerManager) -> FastAPI:
     @app.post(f"{P}/applyBrokerId")
     async def apply_broker_id(req: ApplyBrokerIdRequest) -> JSONResponse:
         return _answer(await m.write(req.brokerName, lambda s: s.apply_broker_id(
-            req.clusterName, req.brokerName, req.appliedBrokerId, req.registerCheckCode), req.requestId))
+            req.clusterName, req.brokerName, req.appliedBrokerId, req.registerCheckCode, req.publicKey),
+            req.requestId))
 
     @app.post(f"{P}/registerBroker")
     async def register_broker(req: RegisterBrokerRequest) -> JSONResponse:
         return _answer(await m.register_broker(req.clusterName, req.brokerName, req.brokerId, req.brokerAddress,
-                                               req.requestId))
+                                               req.requestId, req.publicKey))
 
     @app.post(f"{P}/heartbeat")
     async def heartbeat(req: HeartbeatRequest) -> JSONResponse:
@@ -157,6 +162,11 @@ def create_app(manager: ControllerManager) -> FastAPI:
     @app.get(f"{P}/replicaInfo")
     async def replica_info(brokerName: Annotated[str, Query(min_length=1)]) -> JSONResponse:
         return _answer(await m.read(lambda s: s.get_replica_info(brokerName)))
+
+    @app.get(f"{P}/brokerKeys")
+    async def broker_keys(brokerName: Annotated[str, Query(min_length=1, max_length=255)]) -> JSONResponse:
+        """Public keys the replicas of a group prove their identity with (ha/auth.py); public data."""
+        return _answer(await m.read(lambda s: s.broker_keys(brokerName)))
 
     @app.get(f"{P}/syncStateData")
     async def sync_state_data(brokerName: Annotated[list[str] | None, Query()] = None,

@@ -198,9 +198,9 @@ class ControllerManager:
             await self.trigger_elect_master(broker_name)
 
     async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str,
-                              request_id: str | None = None) -> ControllerResult:
-        result = await self.write(broker_name, lambda m: m.register_broker(cluster, broker_name, broker_id, address, self.alive),
-                                  request_id)
+                              request_id: str | None = None, public_key: str = "") -> ControllerResult:
+        result = await self.write(broker_name, lambda m: m.register_broker(
+            cluster, broker_name, broker_id, address, self.alive, public_key), request_id)
         if result.ok:
             # A registration is a new incarnation of the broker: forget what its previous process reported
             # (heartbeat values only ever move up while an entry lives; a restarted log may be shorter).

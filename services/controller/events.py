@@ -45,15 +45,21 @@ class ApplyBrokerIdEvent(Event):
     brokerAddress: str
     newBrokerId: int
     registerCheckCode: str
+    #: The broker's Ed25519 public key (hex), "" for a broker that brought none (see ha/auth.py).
+    publicKey: str = ""
 
 
 @dataclass(frozen=True)
 class UpdateBrokerAddressEvent(Event):
+    """A registration that changed what the controller holds for a broker id: its address, or (once, for
+    a broker registered before it had a key) its public key."""
+
     TYPE: ClassVar[str] = "UPDATE_BROKER_ADDRESS"
     clusterName: str
     brokerName: str
     brokerAddress: str
     brokerId: int
+    publicKey: str = ""
 
 
 @dataclass(frozen=True)

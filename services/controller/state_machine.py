@@ -73,6 +73,7 @@ def _fail(code: ResponseCode, remark: str, data: dict[str, Any] | None = None) -
 class BrokerEntry:
     address: str
     registerCheckCode: str
+    publicKey: str = ""  # set once (apply, or the first registration that brings one), never replaced
 
 
 @dataclass
@@ -94,7 +95,7 @@ class BrokerSet:
         return {
             "clusterName": self.clusterName, "brokerName": self.brokerName,
             "nextAssignBrokerId": self.nextAssignBrokerId,
-            "brokers": {str(k): [v.address, v.registerCheckCode] for k, v in sorted(self.brokers.items())},
+            "brokers": {str(k): [v.address, v.registerCheckCode, v.publicKey] for k, v in sorted(self.brokers.items())},
             "masterBrokerId": self.masterBrokerId, "masterEpoch": self.masterEpoch,
             "syncStateSet": sorted(self.syncStateSet), "syncStateSetEpoch": self.syncStateSetEpoch,
         }
@@ -103,7 +104,7 @@ class BrokerSet:
     def from_dict(cls, d: dict[str, Any]) -> BrokerSet:
         return cls(
             d["clusterName"], d["brokerName"], d["nextAssignBrokerId"],
-            {int(k): BrokerEntry(v[0], v[1]) for k, v in d["brokers"].items()},
+            {int(k): BrokerEntry(*v[:3]) for k, v in d["brokers"].items()},
             d["masterBrokerId"], d["masterEpoch"], set(d["syncStateSet"]), d["syncStateSetEpoch"],
         )
 
@@ -283,10 +284,10 @@ class ReplicasInfoManager:
 
     # ------------------------------------------------------------------ write commands
     def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int,
-                        check_code: str) -> ControllerResult:
+                        check_code: str, public_key: str = "") -> ControllerResult:
         address = check_code.split(";", 1)[0]
         data = {"clusterName": cluster, "brokerName": broker_name}
-        event = ApplyBrokerIdEvent(cluster, broker_name, address, broker_id, check_code)
+        event = ApplyBrokerIdEvent(cluster, broker_name, address, broker_id, check_code, public_key)
         bs = self.broker_sets.get(broker_name)
         if bs is None:
             if broker_id == 1:
@@ -295,13 +296,24 @@ class ReplicasInfoManager:
                          f"Broker-set: {broker_name} hasn't been registered in controller, "
                          f"but broker try to apply brokerId: {broker_id}")
         entry = bs.brokers.get(broker_id)
-        if entry is None or entry.registerCheckCode == check_code:
+        if entry is None:
+            return ControllerResult(data=data, events=(event,))
+        if entry.registerCheckCode == check_code and (not entry.publicKey or entry.publicKey == public_key):
+            # A retry of the same apply (the check code is not secret: the key is what proves it).
             return ControllerResult(data=data, events=(event,))
         return _fail(ResponseCode.CONTROLLER_BROKER_ID_INVALID,
                      f"Fail to apply brokerId: {broker_id} in broker-set: {broker_name}")
 
+    def broker_keys(self, broker_name: str) -> ControllerResult:
+        """The public key of every broker id of a broker-set ("" for a broker that has none)."""
+        bs = self.broker_sets.get(broker_name)
+        if bs is None:
+            return _fail(ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+        return ControllerResult(data={"clusterName": bs.clusterName, "brokerName": bs.brokerName, "keys": [
+            {"brokerId": i, "publicKey": e.publicKey} for i, e in sorted(bs.brokers.items())]})
+
     def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str,
-                        alive: AlivePredicate) -> ControllerResult:
+                        alive: AlivePredicate, public_key: str = "") -> ControllerResult:
         bs = self.broker_sets.get(broker_name)
         if bs is None:
             return _fail(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
@@ -309,6 +321,10 @@ class ReplicasInfoManager:
         if broker_id not in bs.brokers:
             return _fail(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                          f"BrokerId: {broker_id} hasn't been registered in broker-set: {broker_name}")
+        held = bs.brokers[broker_id].publicKey
+        if public_key and held and public_key != held:
+            return _fail(ResponseCode.CONTROLLER_BROKER_ID_INVALID,
+                         f"BrokerId: {broker_id} of broker-set: {broker_name} is registered with another key")
         data: dict[str, Any] = {
             "clusterName": cluster, "brokerName": broker_name, "masterBrokerId": None,
             "masterAddress": None, "masterEpoch": None, "syncStateSetEpoch": bs.syncStateSetEpoch,
@@ -318,8 +334,9 @@ class ReplicasInfoManager:
         if master is not None and alive(bs.clusterName, broker_name, master):
             data.update(masterBrokerId=master, masterAddress=bs.address_of(master), masterEpoch=bs.masterEpoch)
         events: tuple[Event, ...] = ()
-        if bs.brokers[broker_id].address != address:
-            events = (UpdateBrokerAddressEvent(cluster, broker_name, address, broker_id),)
+        new_key = public_key if public_key and not held else ""
+        if bs.brokers[broker_id].address != address or new_key:
+            events = (UpdateBrokerAddressEvent(cluster, broker_name, address, broker_id, new_key),)
         return ControllerResult(data=data, events=events)
 
     def elect_master(self, request: ElectMasterRequest, policy: DefaultElectPolicy,
@@ -509,7 +526,10 @@ class ReplicasInfoManager:
         elif isinstance(event, UpdateBrokerAddressEvent):
             bs = self.broker_sets.get(event.brokerName)
             if bs is not None and event.brokerId in bs.brokers:
-                bs.brokers[event.brokerId].address = event.brokerAddress
+                entry = bs.brokers[event.brokerId]
+                entry.address = event.brokerAddress
+                if event.publicKey and not entry.publicKey:
+                    entry.publicKey = event.publicKey
         elif isinstance(event, ElectMasterEvent):
             self._apply_elect(event)
         elif isinstance(event, AlterSyncStateSetEvent):
@@ -528,7 +548,7 @@ class ReplicasInfoManager:
             self.broker_sets[event.brokerName] = bs
         if event.newBrokerId in bs.brokers:
             return
-        bs.brokers[event.newBrokerId] = BrokerEntry(event.brokerAddress, event.registerCheckCode)
+        bs.brokers[event.newBrokerId] = BrokerEntry(event.brokerAddress, event.registerCheckCode, event.publicKey)
         bs.nextAssignBrokerId += 1
 
     def _apply_elect(self, event: ElectMasterEvent) -> None:

@@ -134,11 +134,14 @@ def test_failover_loses_no_acknowledged_message(controllers: ControllerCluster, 
 
 
 def wipe_store_keep_identity(node: BrokerNode) -> None:
-    identity = (node.store_dir / "brokerIdentity").read_text()
+    """Everything but the broker's identity: its id file and its key (the key proves the id to the others)."""
     import shutil
+    kept = {name: (node.store_dir / name).read_bytes() for name in ("brokerIdentity", "brokerIdentity.key")}
     shutil.rmtree(node.store_dir)
     node.store_dir.mkdir(parents=True)
-    (node.store_dir / "brokerIdentity").write_text(identity)
+    for name, content in kept.items():
+        (node.store_dir / name).write_bytes(content)
+        (node.store_dir / name).chmod(0o600)
 
 
 def test_empty_slave_catches_up_and_sync_from_last_file(controllers: ControllerCluster,

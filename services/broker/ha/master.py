@@ -16,12 +16,17 @@ from dataclasses import dataclass, field
 from services.broker.config import BrokerConfig
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.epoch_file import EpochEntry
+from services.broker.ha.auth import Binding, BrokerKey, new_nonce, slave_proof_ok, valid_public_key
 from services.broker.ha.frames import (
+    MasterChallenge,
     MasterHandshake,
     ProtocolError,
     SlaveAck,
+    SlaveFrame,
     SlaveFrameReader,
     SlaveHandshake,
+    SlaveHello,
+    SlaveProof,
     Transfer,
 )
 from services.broker.ha.protocol import check_ack, epoch_index_for, transfer_start
@@ -46,6 +51,12 @@ DEFINITE_ALTER_REFUSALS = frozenset({
 #: controller showing it committed: Raft may still commit it late.
 UNKNOWN_ALTER_GRACE_MS = 10_000
 
+#: A connection must prove its identity within this long, or it is closed.
+AUTH_TIMEOUT_MS = 5_000
+#: Connections that have not proved their identity yet, at most; more are closed at once. A group has a
+#: handful of replicas, so legitimate slaves never come near it.
+MAX_UNAUTHENTICATED = 16
+
 
 @dataclass(eq=False)
 class SlaveConnection:
@@ -63,7 +74,11 @@ class SlaveConnection:
     last_read_ms: int = 0
     bytes_sent: int = 0
     connected_ms: int = 0
-    handshake: asyncio.Event = field(default_factory=asyncio.Event)
+    binding: Binding | None = None     # set when the master has sent its challenge
+    slave_key: str = ""
+    #: Set once the slave proved it holds the key the controller has for its id: only then does the
+    #: master send its epochs, count acks, or let the connection replace an older one of the same id.
+    authenticated: asyncio.Event = field(default_factory=asyncio.Event)
     first_ack: asyncio.Event = field(default_factory=asyncio.Event)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -71,8 +86,10 @@ class SlaveConnection:
 
 
 class HAService:
-    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
+                 key: BrokerKey) -> None:
         self.config = config
+        self.key = key
         self.store = store
         self.api = api
         self.clock = clock
@@ -280,6 +297,11 @@ class HAService:
             log.info("refusing replication connection from %s: this broker is not master", peer)
             writer.close()
             return
+        if len(self._pending) >= MAX_UNAUTHENTICATED:
+            log.warning("refusing replication connection from %s: %d connections are still authenticating",
+                        peer, len(self._pending))
+            writer.close()
+            return
         self._pending.add(conn)
         conn.tasks = [asyncio.create_task(self._read_loop(conn)), asyncio.create_task(self._write_loop(conn)),
                       asyncio.create_task(self._housekeeping(conn))]
@@ -309,46 +331,68 @@ class HAService:
                     raise ConnectionError("closed by the slave")
                 conn.last_read_ms = self.clock.monotonic_ms()
                 for frame in frames.feed(data):
-                    if isinstance(frame, SlaveHandshake):
-                        await self._on_handshake(conn, frame)
-                    else:
-                        self._on_ack(conn, frame)
+                    await self._on_frame(conn, frame)
         except (ProtocolError, ConnectionError, OSError) as exc:
             await self._close(conn, str(exc) or type(exc).__name__)
         except asyncio.CancelledError:
             pass
 
-    async def _on_handshake(self, conn: SlaveConnection, hs: SlaveHandshake) -> None:
-        if conn.handshake.is_set():
+    async def _on_frame(self, conn: SlaveConnection, frame: SlaveFrame) -> None:
+        if isinstance(frame, SlaveAck):
+            self._on_ack(conn, frame)
+        elif isinstance(frame, SlaveHandshake):
+            self._on_handshake(conn, frame)
+        elif isinstance(frame, SlaveHello):
+            await self._on_hello(conn, frame)
+        else:
+            await self._on_proof(conn, frame)
+
+    def _on_handshake(self, conn: SlaveConnection, hs: SlaveHandshake) -> None:
+        if conn.slave_id != -1:
             raise ProtocolError("second handshake on one connection")
         if hs.slave_broker_id == self.self_id:
             raise ProtocolError("a broker cannot replicate from itself")
-        if not await self._is_registered(hs.slave_broker_id):
-            raise ProtocolError(f"broker id {hs.slave_broker_id} is not registered in {self.config.brokerName}")
-        old = self.connections.get(hs.slave_broker_id)
-        if old is not None:
-            await self._close(old, "replaced by a new connection from the same slave")
         conn.slave_id, conn.learner, conn.sync_from_last_file = hs.slave_broker_id, hs.async_learner, hs.sync_from_last_file
+
+    async def _on_hello(self, conn: SlaveConnection, hello: SlaveHello) -> None:
+        """Answer with a challenge signed by this master, bound to the slave's nonce."""
+        if conn.slave_id == -1 or conn.binding is not None:
+            raise ProtocolError("hello out of order")
+        conn.slave_key = await self._registered_key(conn.slave_id)
+        conn.binding = Binding(self.config.brokerName, self.self_id, conn.slave_id, self.master_epoch,
+                               new_nonce(), hello.nonce)
+        challenge = MasterChallenge(self.self_id, self.master_epoch, conn.binding.master_nonce,
+                                    self.key.sign_as_master(conn.binding))
+        conn.writer.write(challenge.encode())
+
+    async def _registered_key(self, broker_id: int) -> str:
+        try:
+            keys = await asyncio.to_thread(self.api.broker_keys, self.config.brokerName)
+        except (MqctlError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"cannot check slave id {broker_id} with the controller: {exc}") from None
+        if broker_id not in keys:
+            raise ProtocolError(f"broker id {broker_id} is not registered in {self.config.brokerName}")
+        if not valid_public_key(keys[broker_id]):
+            raise ProtocolError(f"broker id {broker_id} has no key registered with the controller (a broker of an "
+                                "older mqctl version? restart it on this version)")
+        return keys[broker_id]
+
+    async def _on_proof(self, conn: SlaveConnection, proof: SlaveProof) -> None:
+        if conn.binding is None or conn.authenticated.is_set():
+            raise ProtocolError("proof out of order")
+        if not slave_proof_ok(conn.slave_key, conn.binding, proof.signature):
+            raise ProtocolError(f"the peer failed to prove it is broker {conn.slave_id} (bad signature)")
+        old = self.connections.get(conn.slave_id)
+        if old is not None:
+            await self._close(old, "replaced by a new, authenticated connection from the same slave")
         self._pending.discard(conn)
         self.connections[conn.slave_id] = conn
-        conn.handshake.set()
+        conn.authenticated.set()
         log.info("slave %d connected from %s (learner=%s)", conn.slave_id, conn.peer, conn.learner)
 
-    async def _is_registered(self, broker_id: int) -> bool:
-        try:
-            bs = await asyncio.to_thread(self.api.client.call, "GET", "/v1/controller/syncStateData",
-                                         params={"brokerName": [self.config.brokerName]})
-        except (MqctlError, RuntimeError) as exc:
-            log.warning("cannot check slave id %d with the controller: %s", broker_id, exc)
-            return False
-        for entry in bs.data["brokers"]:
-            ids = {r["brokerId"] for r in entry["inSyncReplicas"] + entry["notInSyncReplicas"]}
-            return broker_id in ids
-        return False
-
     def _on_ack(self, conn: SlaveConnection, ack: SlaveAck) -> None:
-        if not conn.handshake.is_set():
-            raise ProtocolError("ack before handshake")
+        if not conn.authenticated.is_set():
+            raise ProtocolError("ack before the slave proved its identity")
         check_ack(ack.max_offset, self.store.max_offset)
         conn.ack_offset = ack.max_offset
         if conn.request_offset is None:
@@ -377,8 +421,12 @@ class HAService:
         limit = self.config.haHousekeepingInterval
         try:
             while not conn.closed:
-                await asyncio.sleep(min(limit, 1000) / 1000)
-                if self.clock.monotonic_ms() - conn.last_read_ms > limit:
+                await asyncio.sleep(min(limit, AUTH_TIMEOUT_MS, 1000) / 1000)
+                now = self.clock.monotonic_ms()
+                if not conn.authenticated.is_set() and now - conn.connected_ms > AUTH_TIMEOUT_MS:
+                    await self._close(conn, f"did not prove its identity within {AUTH_TIMEOUT_MS} ms")
+                    return
+                if now - conn.last_read_ms > limit:
                     await self._close(conn, f"nothing heard for {limit} ms")
                     return
         except asyncio.CancelledError:
@@ -386,7 +434,7 @@ class HAService:
 
     async def _write_loop(self, conn: SlaveConnection) -> None:
         try:
-            await conn.handshake.wait()
+            await conn.authenticated.wait()
             entries = self._epochs_snapshot()
             hs = MasterHandshake(self.store.max_offset, self.store.epochs.last_epoch(),
                                  tuple((e.epoch, e.start_offset) for e in entries))

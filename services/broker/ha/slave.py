@@ -12,17 +12,23 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
 
 from services.broker.commitlog import CommitLogError
 from services.broker.config import BrokerConfig
+from services.broker.ha.auth import Binding, BrokerKey, master_proof_ok, new_nonce
 from services.broker.ha.frames import (
+    MasterChallenge,
+    MasterFrame,
     MasterFrameReader,
     MasterHandshake,
     ProtocolError,
     SlaveAck,
     SlaveHandshake,
+    SlaveHello,
+    SlaveProof,
     Transfer,
 )
 from services.broker.ha.protocol import Unreconcilable, decide_truncation, slave_step
@@ -32,16 +38,28 @@ from services.common.clock import Clock
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class MasterIdentity:
+    """The master the controller named: who it is and how this slave checks that it is talking to it."""
+
+    broker_id: int
+    address: str
+    epoch: int
+    key: BrokerKey                                      # this slave's own key, to prove itself
+    public_keys: Callable[[], Awaitable[dict[int, str]]]  # the group's keys, as the controller holds them
+
+
 class HAClient:
     def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, self_id: int,
-                 master_address: str, io_lock: threading.Lock,
+                 master: MasterIdentity, io_lock: threading.Lock,
                  wait_flushed: Callable[[int, int], Awaitable[bool]],
                  on_truncated: Callable[[int], None]) -> None:
         self.config = config
         self.store = store
         self.clock = clock
         self.self_id = self_id
-        self.master_address = master_address
+        self.master = master
+        self.master_address = master.address
         self.io_lock = io_lock
         self.wait_flushed = wait_flushed
         self.on_truncated = on_truncated
@@ -122,14 +140,19 @@ class HAClient:
         self._writer = writer
         self.state = "HANDSHAKE"
         hs = SlaveHandshake(self.self_id, self.config.syncFromLastFile, self.config.asyncLearner)
-        await self._write(hs.encode())
+        nonce = new_nonce()
+        await self._write(hs.encode() + SlaveHello(nonce).encode())
         frames = MasterFrameReader()
-        pending: list[MasterHandshake | Transfer] = []
-        while not pending:
-            pending = frames.feed(await self._read(reader))
+        pending: list[MasterFrame] = []
+        pending = await self._next_frames(frames, reader, pending)
+        challenge = pending.pop(0)
+        if not isinstance(challenge, MasterChallenge):
+            raise ProtocolError("expected the master's challenge first (is the master an older mqctl version?)")
+        await self._write(SlaveProof(await self._check_master(challenge, nonce)).encode())
+        pending = await self._next_frames(frames, reader, pending)
         first = pending.pop(0)
         if not isinstance(first, MasterHandshake):
-            raise ProtocolError("expected the master's handshake first")
+            raise ProtocolError("expected the master's handshake after the challenge")
         await self._reconcile(first)
         self.state = "TRANSFER"
         await self._ack(self.store.max_offset)
@@ -141,6 +164,28 @@ class HAClient:
                 pending = frames.feed(await self._read(reader))
         finally:
             heartbeat.cancel()
+
+    async def _next_frames(self, frames: MasterFrameReader, reader: asyncio.StreamReader,
+                           pending: list[MasterFrame]) -> list[MasterFrame]:
+        while not pending:
+            pending = frames.feed(await self._read(reader))
+        return pending
+
+    async def _check_master(self, challenge: MasterChallenge, nonce: bytes) -> bytes:
+        """The master must be the broker the controller named, at no older an epoch, holding that broker's
+        key; the answer is this slave's own signature over the same binding."""
+        expected = self.master
+        if challenge.master_id != expected.broker_id or challenge.master_epoch < expected.epoch:
+            raise ProtocolError(f"the peer at {self.master_ha_address} claims to be master {challenge.master_id} at "
+                                f"epoch {challenge.master_epoch}; the controller named {expected.broker_id} at "
+                                f"epoch {expected.epoch}")
+        binding = Binding(self.config.brokerName, challenge.master_id, self.self_id, challenge.master_epoch,
+                          challenge.nonce, nonce)
+        keys = await expected.public_keys()
+        if not master_proof_ok(keys.get(challenge.master_id, ""), binding, challenge.signature):
+            raise ProtocolError(f"the peer at {self.master_ha_address} failed to prove it is broker "
+                                f"{challenge.master_id} (bad signature, or no key registered for it)")
+        return expected.key.sign_as_slave(binding)
 
     async def _reconcile(self, hs: MasterHandshake) -> None:
         point = decide_truncation(self.store.epochs.entries(), self.store.min_offset, self.store.max_offset, hs)
@@ -154,11 +199,11 @@ class HAClient:
         with self.io_lock:
             self.store.truncate(point)
 
-    async def _apply(self, frames: list[MasterHandshake | Transfer]) -> None:
+    async def _apply(self, frames: list[MasterFrame]) -> None:
         confirm = -1
         for frame in frames:
             if not isinstance(frame, Transfer):
-                raise ProtocolError("unexpected handshake during transfer")
+                raise ProtocolError("unexpected handshake or challenge during transfer")
             step = slave_step(frame, self.store.min_offset, self.store.max_offset, self.store.epochs.last_epoch())
             if step.new_epoch is not None and not self.store.epochs.append(*step.new_epoch):
                 raise ProtocolError(f"cannot record epoch {step.new_epoch} after {self.store.epochs.entries()[-1:]}")

@@ -11,6 +11,9 @@ import struct
 import pytest
 
 from services.broker.ha.frames import (
+    AUTH_HELLO,
+    AUTH_PROOF,
+    CHALLENGE,
     HANDSHAKE,
     MAX_BODY,
     MAX_EPOCH_ENTRIES,
@@ -18,12 +21,15 @@ from services.broker.ha.frames import (
     SHUTDOWN,
     SUSPEND,
     TRANSFER,
+    MasterChallenge,
     MasterFrameReader,
     MasterHandshake,
     ProtocolError,
     SlaveAck,
     SlaveFrameReader,
     SlaveHandshake,
+    SlaveHello,
+    SlaveProof,
     Transfer,
 )
 
@@ -141,12 +147,33 @@ class TestTransfer:
         assert MasterFrameReader().feed(frame.encode()) == [frame]
 
 
+class TestAuthFrames:
+    def test_hello_layout(self) -> None:
+        assert SlaveHello(b"\x01" * 32).encode() == HX("00000005") + b"\x01" * 32
+        assert AUTH_HELLO == CHALLENGE == 5 and AUTH_PROOF == 6
+
+    def test_proof_layout(self) -> None:
+        assert SlaveProof(b"\x02" * 64).encode() == HX("00000006") + b"\x02" * 64
+
+    def test_challenge_layout(self) -> None:
+        raw = MasterChallenge(0x0102030405060708, 9, b"\x03" * 32, b"\x04" * 64).encode()
+        #                   state=5   bodySize=108  masterBrokerId      masterEpoch
+        assert raw == HX("00000005" "0000006c" "0102030405060708" "00000009") + b"\x03" * 32 + b"\x04" * 64
+
+    def test_challenge_body_size_must_be_exact(self) -> None:
+        for size in (0, 107, 109, 12):
+            with pytest.raises(ProtocolError):
+                MasterFrameReader().feed(struct.pack(">ii", CHALLENGE, size) + bytes(size))
+
+
 # ------------------------------------------------------------------------------------ incremental reading
 
-SLAVE_FRAMES: list[SlaveHandshake | SlaveAck] = [
-    SlaveHandshake(2, True, False), SlaveAck(0), SlaveAck(1234), SlaveAck(2**40 + 3), SlaveAck(5000),
+SLAVE_FRAMES: list[object] = [
+    SlaveHandshake(2, True, False), SlaveHello(bytes(range(32))), SlaveProof(bytes(range(64))), SlaveAck(0),
+    SlaveAck(1234), SlaveAck(2**40 + 3), SlaveAck(5000),
 ]
-MASTER_FRAMES: list[MasterHandshake | Transfer] = [
+MASTER_FRAMES: list[object] = [
+    MasterChallenge(1, 3, b"n" * 32, b"s" * 64),
     MasterHandshake(3000, 3, ((1, 0), (2, 1000), (3, 1000))),
     Transfer(1000, 2, 1000, 900, b""),
     Transfer(1000, 3, 1000, 900, b""),
@@ -265,7 +292,7 @@ def slave_hs_raw(last_file: int = 0, learner: int = 0, slave_id: int = 2) -> byt
 
 
 class TestSlaveFrameReaderMalformed:
-    @pytest.mark.parametrize("state", [READY, SUSPEND, SHUTDOWN, -1, 5, 0x7FFFFFFF])
+    @pytest.mark.parametrize("state", [READY, SUSPEND, SHUTDOWN, -1, 7, 0x7FFFFFFF])
     def test_unknown_state(self, state: int) -> None:
         with pytest.raises(ProtocolError):
             SlaveFrameReader().feed(struct.pack(">i", state))
