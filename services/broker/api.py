@@ -152,7 +152,8 @@ def create_app(broker: Broker) -> FastAPI:
 
     @app.post(f"{P}/notifyRoleChanged")
     async def notify_role_changed(req: RoleChangedRequest) -> JSONResponse:
-        await b.replicas.change_broker_role(req.model_dump())
+        """A hint only: the broker applies what the controller leader says, never this body."""
+        await b.replicas.on_role_change_notified()
         return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})
 
     mount_metrics(app, b.metrics.registry)

@@ -4,7 +4,8 @@ A broker starts **fenced** (it refuses writes). It registers (persistent id, see
 retrying with backoff until the controller answers; then takes the role from the answer or asks to be
 elected. Afterwards it heartbeats every controller, pulls ``replicaInfo`` every
 ``syncBrokerMetadataPeriod`` and accepts pushed role changes. A role change is applied only for a
-masterEpoch higher than the one it holds, so a stale push or pull can never demote or promote it.
+masterEpoch higher than the one it holds, so a stale push or pull can never demote or promote it; and a
+pushed notification is never trusted: it only makes the broker re-read its role from the controller.
 
 Becoming master appends ``(newEpoch, maxOffset)`` to the epoch file — also when the same broker is
 re-elected with no new data (RocketMQ issue #9689).
@@ -76,6 +77,8 @@ class ReplicasManager:
         self.registered = False
         self.role_changed_ms: int | None = None
         self._lock = asyncio.Lock()
+        self._confirming = False
+        self._confirm_again = False
         self._tasks: list[asyncio.Task[None]] = []
         self.channels = LivenessChannels(api.addresses, config.brokerClusterName, config.brokerName, api.token)
 
@@ -214,10 +217,29 @@ class ReplicasManager:
             await self._change_role_locked(answer)
 
     # ------------------------------------------------------------------ role changes
-    async def change_broker_role(self, info: dict[str, Any]) -> None:
-        """Entry point for role-change notifications pushed by the controller."""
-        async with self._lock:
-            await self._change_role_locked(info)
+    async def on_role_change_notified(self) -> None:
+        """A role-change notification is only a hint that something changed: anyone who can reach this
+        broker's port can send one, so what it says is never acted on. The broker re-reads its group's
+        replica info from the controller leader and applies that (a burst of notifications costs one read
+        in flight and at most one more after it)."""
+        if self.broker_id is None:
+            return  # not registered yet: the registration answer carries the role
+        if self._confirming:
+            self._confirm_again = True
+            return
+        self._confirming = True
+        try:
+            self._confirm_again = True
+            while self._confirm_again:
+                self._confirm_again = False
+                try:
+                    await self.sync_metadata()
+                except MqctlError as exc:
+                    log.warning("a role change was announced but the controller could not confirm it (%s); "
+                                "the periodic metadata sync will retry", exc)
+                    return
+        finally:
+            self._confirming = False
 
     async def _change_role_locked(self, info: dict[str, Any]) -> None:
         master_id, address = info.get("masterBrokerId"), info.get("masterAddress")
