@@ -8,7 +8,6 @@ heartbeat timeout remains the detector for a process that hangs or a network tha
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import websockets
@@ -50,5 +49,4 @@ class LivenessChannels:
                 raise
             except Exception as exc:  # any failure: retry; the channel is an optimisation
                 log.debug("liveness channel to %s: %s", address, exc)
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)  # a cancellation here must end the task: shutdown waits for it
