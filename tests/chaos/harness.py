@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,14 @@ from typing import Any
 
 from mqctl.devcluster import DevCluster, NodeSpec, _port_free
 from mqctl.localcluster import ephemeral_port_start, wait_until
+from services.broker.ha.frames import (
+    MasterFrameReader,
+    ProtocolError,
+    SlaveAck,
+    SlaveHandshake,
+    SlaveHello,
+    SlaveProof,
+)
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
 from tests.chaos.netproxy import Proxy, ProxySet
@@ -33,7 +42,8 @@ DEFINITE_FAILURES = ("SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL", "IN_SYNC_REPLIC
 
 FAULT_KINDS = ("kill_master", "kill_slave", "kill_controller_leader", "kill_controller_follower",
                "pause_master", "crash_master_unflushed", "admin_elect", "cut_master_from_controllers",
-               "delay_master_to_controllers", "oneway_master_to_controllers")
+               "delay_master_to_controllers", "oneway_master_to_controllers", "impostor_slave",
+               "forged_role_change")
 
 
 @dataclass
@@ -339,6 +349,58 @@ class ChaosRun:
     def _fault_oneway_master_to_controllers(self, rng: random.Random) -> str:
         return self._link_fault("oneway_master_to_controllers", "oneway", rng)
 
+    def _broker_id(self, node: NodeSpec) -> int:
+        with BrokerClient(2.0) as client:
+            return int(client.request(node.address, "GET", "/v1/broker/runtimeInfo").data["brokerId"])
+
+    def _fault_impostor_slave(self, rng: random.Random) -> str:
+        """The attack of a peer that claims a real slave's (public) id on the master's HA port while that
+        slave is paused, then, half the time, the master's SIGKILL: a write the impostor "acknowledged"
+        would be lost if the paused slave were elected. The impostor never gets past the challenge."""
+        assert self.cluster is not None
+        master = self._master()
+        state = self.cluster.sync_state(GROUP)
+        in_sync = {r["brokerId"] for r in state.get("inSyncReplicas", [])} - {state.get("masterBrokerId")}
+        slaves = [n for n in self.cluster.brokers(GROUP)
+                  if n.name != master.name and self.cluster.pid(n) and self._broker_id(n) in in_sync]
+        if not slaves:
+            raise MqctlError("no live in-sync slave to impersonate")
+        victim = rng.choice(slaves)
+        victim_id, pid = self._broker_id(victim), self.cluster.pid(victim)
+        assert pid is not None
+        self._record_fault("impostor_slave", f"{victim.name} (id {victim_id})")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            until = time.monotonic() + rng.uniform(4.0, 7.0)
+            while time.monotonic() < until:
+                impersonate(master.raft_or_ha_port, victim_id)
+            if rng.random() < 0.5:
+                self.cluster.kill_node(master)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(rng.uniform(1.0, 2.0))
+        return victim.name
+
+    def _fault_forged_role_change(self, rng: random.Random) -> str:
+        """Anyone who reaches a broker's port posts role changes: the master is told to follow a fake master
+        at the highest epoch, a slave that it is master. Neither may act on it."""
+        assert self.cluster is not None
+        master = self._master()
+        brokers = self.cluster.brokers(GROUP)
+        self._record_fault("forged_role_change", master.name)
+        with BrokerClient(2.0) as client:
+            for node in brokers:
+                fake_master = 99 if node.name == master.name else self._broker_id(node)
+                try:
+                    client.request(node.address, "POST", "/v1/broker/notifyRoleChanged", json={
+                        "masterBrokerId": fake_master, "masterAddress": "127.0.0.1:1" if fake_master == 99
+                        else node.address, "masterEpoch": 2**31 - 1 - rng.randrange(3),
+                        "syncStateSetEpoch": 2**31 - 1, "syncStateSet": [fake_master]})
+                except MqctlError:
+                    continue
+        time.sleep(rng.uniform(1.0, 2.0))
+        return master.name
+
     # ------------------------------------------------------------------ healing and the final state
     def heal(self, timeout: float = 90.0) -> None:
         """Restart whatever is down and wait until the group is healthy again."""
@@ -367,3 +429,19 @@ class ChaosRun:
                     except ProcessLookupError:
                         pass
             self.cluster.down(grace=5.0)
+
+
+def impersonate(ha_port: int, slave_id: int) -> None:
+    """One connection to the master's HA port as broker ``slave_id``: handshake, hello, a forged proof and
+    an ack "for everything". The master must close it without counting the ack."""
+    try:
+        with socket.create_connection(("127.0.0.1", ha_port), timeout=1.0) as sock:
+            sock.sendall(SlaveHandshake(slave_id).encode() + SlaveHello(os.urandom(32)).encode())
+            reader, deadline = MasterFrameReader(), time.monotonic() + 1.0
+            while time.monotonic() < deadline and not reader.feed(sock.recv(4096)):
+                pass
+            sock.sendall(SlaveProof(os.urandom(64)).encode() + SlaveAck(2**40).encode())
+            while sock.recv(4096):
+                pass
+    except (OSError, ProtocolError):
+        time.sleep(0.05)
