@@ -9,6 +9,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.broker.ha.frames import (
     AUTH_HELLO,
@@ -362,3 +364,20 @@ class TestMasterFrameReaderMalformed:
         good = Transfer(0, 1, 0, 0, b"ok").encode()
         with pytest.raises(ProtocolError):
             reader.feed(good + struct.pack(">ii", 7, 0))
+
+
+# ------------------------------------------------------------------------------------ any bytes
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=600), st.integers(min_value=1, max_value=64))
+def test_any_bytes_give_frames_a_protocol_error_or_need_more(data: bytes, step: int) -> None:
+    """Whatever a peer sends, in whatever pieces, each reader yields frames, raises ProtocolError, or waits
+    for more; it never raises anything else and never buffers more than one frame's worth."""
+    for reader in (SlaveFrameReader(), MasterFrameReader()):
+        try:
+            for i in range(0, len(data), step):
+                reader.feed(data[i:i + step])
+        except ProtocolError:
+            continue
+        assert len(reader._buf) < 36 + MAX_BODY
