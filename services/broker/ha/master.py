@@ -1,7 +1,8 @@
 """Master side of replication: accept slave connections, stream the log, count acks, keep the
 SyncStateSet (shrink on lag or disconnect, expand on catch-up) in step with the controller.
 
-The sockets live here; the rules live in ``ha/protocol.py``, ``quorum.py`` and ``sync_state.py``.
+The sockets live here; each connection's protocol state is a ``MasterSession`` (``ha/session.py``), and
+the rules live in ``ha/protocol.py``, ``quorum.py`` and ``sync_state.py``.
 """
 
 from __future__ import annotations
@@ -15,21 +16,9 @@ from dataclasses import dataclass, field
 
 from services.broker.config import BrokerConfig
 from services.broker.controller_api import BrokerControllerApi
-from services.broker.epoch_file import EpochEntry
-from services.broker.ha.auth import Binding, BrokerKey, new_nonce, slave_proof_ok, valid_public_key
-from services.broker.ha.frames import (
-    MasterChallenge,
-    MasterHandshake,
-    ProtocolError,
-    SlaveAck,
-    SlaveFrame,
-    SlaveFrameReader,
-    SlaveHandshake,
-    SlaveHello,
-    SlaveProof,
-    Transfer,
-)
-from services.broker.ha.protocol import check_ack, epoch_index_for, transfer_start
+from services.broker.ha.auth import BrokerKey
+from services.broker.ha.frames import ProtocolError
+from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession
 from services.broker.quorum import confirm_offset, need_ack_nums, quorum_offset
 from services.broker.store import MessageStore
 from services.broker.sync_state import SyncStateTracker
@@ -60,22 +49,12 @@ MAX_UNAUTHENTICATED = 16
 
 @dataclass(eq=False)
 class SlaveConnection:
+    """The sockets and tasks of one slave's connection; the protocol state is in ``session``."""
+
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     peer: str
-    slave_id: int = -1
-    learner: bool = False
-    sync_from_last_file: bool = False
-    ack_offset: int = -1
-    request_offset: int | None = None
-    transfer_offset: int = 0
-    last_master_max: int = 0
-    last_transfer_ms: int = 0
-    last_read_ms: int = 0
-    bytes_sent: int = 0
-    connected_ms: int = 0
-    binding: Binding | None = None     # set when the master has sent its challenge
-    slave_key: str = ""
+    session: MasterSession
     #: Set once the slave proved it holds the key the controller has for its id: only then does the
     #: master send its epochs, count acks, or let the connection replace an older one of the same id.
     authenticated: asyncio.Event = field(default_factory=asyncio.Event)
@@ -83,6 +62,14 @@ class SlaveConnection:
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     closed: bool = False
+
+    @property
+    def slave_id(self) -> int:
+        return self.session.slave_id
+
+    @property
+    def learner(self) -> bool:
+        return self.session.learner
 
 
 class HAService:
@@ -157,8 +144,8 @@ class HAService:
     def auto_in_sync(self) -> int:
         """The master plus every connected slave within haMaxGapNotInSync bytes (RIP-34's adaptive mode)."""
         return 1 + sum(1 for c in self.connections.values()
-                       if not c.learner and c.ack_offset >= 0
-                       and self.store.max_offset - c.ack_offset <= self.config.haMaxGapNotInSync)
+                       if not c.learner and c.session.ack_offset >= 0
+                       and self.store.max_offset - c.session.ack_offset <= self.config.haMaxGapNotInSync)
 
     def need(self) -> int:
         return need_ack_nums(self.config.allAckInSyncStateSet, self.config.inSyncReplicas,
@@ -189,7 +176,7 @@ class HAService:
                             self.config.minInSyncReplicas)
 
     def acks(self) -> dict[int, int]:
-        return {sid: c.ack_offset for sid, c in self.connections.items() if not c.learner}
+        return {sid: c.session.ack_offset for sid, c in self.connections.items() if not c.learner}
 
     def quorum(self) -> int:
         return quorum_offset(self.need(), self.acks(), self.tracker.effective(), self.self_id, self.store.max_offset)
@@ -291,8 +278,6 @@ class HAService:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        now = self.clock.monotonic_ms()
-        conn = SlaveConnection(reader, writer, peer, last_read_ms=now, connected_ms=now)
         if not self.active:
             log.info("refusing replication connection from %s: this broker is not master", peer)
             writer.close()
@@ -302,6 +287,9 @@ class HAService:
                         peer, len(self._pending))
             writer.close()
             return
+        session = MasterSession(self.store, self.config.brokerName, self.self_id, self.master_epoch, self.key,
+                                self.clock.monotonic_ms())
+        conn = SlaveConnection(reader, writer, peer, session)
         self._pending.add(conn)
         conn.tasks = [asyncio.create_task(self._read_loop(conn)), asyncio.create_task(self._write_loop(conn)),
                       asyncio.create_task(self._housekeeping(conn))]
@@ -323,65 +311,30 @@ class HAService:
                 asyncio.create_task(self.check_shrink(f"slave {conn.slave_id} disconnected"))
 
     async def _read_loop(self, conn: SlaveConnection) -> None:
-        frames = SlaveFrameReader()
         try:
             while True:
                 data = await conn.reader.read(65536)
                 if not data:
                     raise ConnectionError("closed by the slave")
-                conn.last_read_ms = self.clock.monotonic_ms()
-                for frame in frames.feed(data):
-                    await self._on_frame(conn, frame)
+                for event in conn.session.receive(data, self.clock.monotonic_ms()):
+                    if isinstance(event, KeysNeeded):
+                        conn.writer.write(conn.session.challenge(await self._group_keys()))
+                    elif isinstance(event, Authenticated):
+                        await self._on_authenticated(conn)
+                    else:
+                        self._on_ack(conn, event)
         except (ProtocolError, ConnectionError, OSError) as exc:
             await self._close(conn, str(exc) or type(exc).__name__)
         except asyncio.CancelledError:
             pass
 
-    async def _on_frame(self, conn: SlaveConnection, frame: SlaveFrame) -> None:
-        if isinstance(frame, SlaveAck):
-            self._on_ack(conn, frame)
-        elif isinstance(frame, SlaveHandshake):
-            self._on_handshake(conn, frame)
-        elif isinstance(frame, SlaveHello):
-            await self._on_hello(conn, frame)
-        else:
-            await self._on_proof(conn, frame)
-
-    def _on_handshake(self, conn: SlaveConnection, hs: SlaveHandshake) -> None:
-        if conn.slave_id != -1:
-            raise ProtocolError("second handshake on one connection")
-        if hs.slave_broker_id == self.self_id:
-            raise ProtocolError("a broker cannot replicate from itself")
-        conn.slave_id, conn.learner, conn.sync_from_last_file = hs.slave_broker_id, hs.async_learner, hs.sync_from_last_file
-
-    async def _on_hello(self, conn: SlaveConnection, hello: SlaveHello) -> None:
-        """Answer with a challenge signed by this master, bound to the slave's nonce."""
-        if conn.slave_id == -1 or conn.binding is not None:
-            raise ProtocolError("hello out of order")
-        conn.slave_key = await self._registered_key(conn.slave_id)
-        conn.binding = Binding(self.config.brokerName, self.self_id, conn.slave_id, self.master_epoch,
-                               new_nonce(), hello.nonce)
-        challenge = MasterChallenge(self.self_id, self.master_epoch, conn.binding.master_nonce,
-                                    self.key.sign_as_master(conn.binding))
-        conn.writer.write(challenge.encode())
-
-    async def _registered_key(self, broker_id: int) -> str:
+    async def _group_keys(self) -> dict[int, str]:
         try:
-            keys = await asyncio.to_thread(self.api.broker_keys, self.config.brokerName)
+            return await asyncio.to_thread(self.api.broker_keys, self.config.brokerName)
         except (MqctlError, RuntimeError, KeyError, TypeError, ValueError) as exc:
-            raise ProtocolError(f"cannot check slave id {broker_id} with the controller: {exc}") from None
-        if broker_id not in keys:
-            raise ProtocolError(f"broker id {broker_id} is not registered in {self.config.brokerName}")
-        if not valid_public_key(keys[broker_id]):
-            raise ProtocolError(f"broker id {broker_id} has no key registered with the controller (a broker of an "
-                                "older mqctl version? restart it on this version)")
-        return keys[broker_id]
+            raise ProtocolError(f"cannot check the slave's id with the controller: {exc}") from None
 
-    async def _on_proof(self, conn: SlaveConnection, proof: SlaveProof) -> None:
-        if conn.binding is None or conn.authenticated.is_set():
-            raise ProtocolError("proof out of order")
-        if not slave_proof_ok(conn.slave_key, conn.binding, proof.signature):
-            raise ProtocolError(f"the peer failed to prove it is broker {conn.slave_id} (bad signature)")
+    async def _on_authenticated(self, conn: SlaveConnection) -> None:
         old = self.connections.get(conn.slave_id)
         if old is not None:
             await self._close(old, "replaced by a new, authenticated connection from the same slave")
@@ -390,20 +343,12 @@ class HAService:
         conn.authenticated.set()
         log.info("slave %d connected from %s (learner=%s)", conn.slave_id, conn.peer, conn.learner)
 
-    def _on_ack(self, conn: SlaveConnection, ack: SlaveAck) -> None:
-        if not conn.authenticated.is_set():
-            raise ProtocolError("ack before the slave proved its identity")
-        check_ack(ack.max_offset, self.store.max_offset)
-        conn.ack_offset = ack.max_offset
-        if conn.request_offset is None:
-            conn.request_offset = ack.max_offset
+    def _on_ack(self, conn: SlaveConnection, ack: Acked) -> None:
+        if ack.first:
             conn.first_ack.set()
-        now = self.clock.monotonic_ms()
-        if not conn.learner and ack.max_offset >= conn.last_master_max and conn.last_transfer_ms:
-            self.tracker.record_caught_up(conn.slave_id, now if ack.max_offset >= self.store.max_offset
-                                          else conn.last_transfer_ms)
-        if not conn.learner and ack.max_offset >= self.store.max_offset:
-            self.tracker.record_caught_up(conn.slave_id, now)
+        since = conn.session.caught_up_since(self.clock.monotonic_ms())
+        if since is not None:
+            self.tracker.record_caught_up(conn.slave_id, since)
         self._maybe_expand(conn)
         self.update_confirm()
         self.release_waiters()
@@ -412,7 +357,7 @@ class HAService:
         if self.tracker.synchronizing:
             return
         last = self.store.epochs.last_entry()
-        new = self.tracker.expand_candidate(conn.slave_id, conn.ack_offset, self.store.confirm_offset,
+        new = self.tracker.expand_candidate(conn.slave_id, conn.session.ack_offset, self.store.confirm_offset,
                                             last.start_offset if last else 0, conn.learner)
         if new is not None:
             asyncio.create_task(self.propose(new, f"slave {conn.slave_id} caught up"))
@@ -422,12 +367,9 @@ class HAService:
         try:
             while not conn.closed:
                 await asyncio.sleep(min(limit, AUTH_TIMEOUT_MS, 1000) / 1000)
-                now = self.clock.monotonic_ms()
-                if not conn.authenticated.is_set() and now - conn.connected_ms > AUTH_TIMEOUT_MS:
-                    await self._close(conn, f"did not prove its identity within {AUTH_TIMEOUT_MS} ms")
-                    return
-                if now - conn.last_read_ms > limit:
-                    await self._close(conn, f"nothing heard for {limit} ms")
+                reason = conn.session.close_reason(self.clock.monotonic_ms(), limit, AUTH_TIMEOUT_MS)
+                if reason is not None:
+                    await self._close(conn, reason)
                     return
         except asyncio.CancelledError:
             pass
@@ -435,16 +377,10 @@ class HAService:
     async def _write_loop(self, conn: SlaveConnection) -> None:
         try:
             await conn.authenticated.wait()
-            entries = self._epochs_snapshot()
-            hs = MasterHandshake(self.store.max_offset, self.store.epochs.last_epoch(),
-                                 tuple((e.epoch, e.start_offset) for e in entries))
-            conn.writer.write(hs.encode())
-            await conn.writer.drain()
+            await self._send(conn, conn.session.handshake())
             await conn.first_ack.wait()
-            assert conn.request_offset is not None
-            conn.transfer_offset = transfer_start(conn.request_offset, self.store.min_offset, self.store.max_offset,
-                                                  self.config.mappedFileSizeCommitLog, conn.sync_from_last_file)
-            await self._stream(conn, entries)
+            conn.session.start_transfer(self.config.mappedFileSizeCommitLog)
+            await self._stream(conn)
         except (ProtocolError, ConnectionError, OSError) as exc:
             await self._close(conn, str(exc) or type(exc).__name__)
         except asyncio.CancelledError:
@@ -453,56 +389,41 @@ class HAService:
             log.exception("replication to slave %s failed", conn.slave_id)
             await self._close(conn, f"{type(exc).__name__}: {exc}")
 
-    def _epochs_snapshot(self) -> list[EpochEntry]:
-        return self.store.epochs.entries()
-
-    async def _stream(self, conn: SlaveConnection, entries: list[EpochEntry]) -> None:
-        if not entries:
-            raise ProtocolError("the master has no epoch entries")
-        idx = epoch_index_for(entries, conn.transfer_offset)
-        await self._send(conn, entries[idx], b"")  # announce the epoch (it may hold no data)
-        heartbeat = self.config.haSendHeartbeatInterval / 1000
+    async def _stream(self, conn: SlaveConnection) -> None:
+        """Move the session's frames to the socket; when the slave has everything, wait for new data or
+        the heartbeat interval (an empty frame then carries a moved confirmOffset at once)."""
+        heartbeat, session = self.config.haSendHeartbeatInterval / 1000, conn.session
         while not conn.closed:
-            entry = entries[idx]
-            end = entries[idx + 1].start_offset if idx + 1 < len(entries) else None
-            if end is not None and conn.transfer_offset >= end:
-                idx += 1
-                await self._send(conn, entries[idx], b"")
-                continue
             conn.wakeup.clear()
-            chunk = self.store.commitlog.aligned_chunk(conn.transfer_offset, self.config.haTransferBatchSize, end)
-            if chunk:
-                conn.last_master_max = self.store.max_offset
-                conn.last_transfer_ms = self.clock.monotonic_ms()
-                await self._send(conn, entry, chunk)
+            frame = session.next_transfer(self.config.haTransferBatchSize, self.clock.monotonic_ms())
+            if frame is not None:
+                await self._send(conn, frame)
                 continue
-            if conn.ack_offset >= self.store.max_offset and not conn.learner:
+            if not session.learner and session.ack_offset >= self.store.max_offset:
                 self.tracker.record_caught_up(conn.slave_id, self.clock.monotonic_ms())
             try:
                 await asyncio.wait_for(conn.wakeup.wait(), heartbeat)
-                if self.store.max_offset <= conn.transfer_offset:
-                    await self._send(conn, entry, b"")  # confirmOffset moved: tell the slave now
+                if self.store.max_offset <= session.transfer_offset:
+                    await self._send(conn, session.heartbeat())
             except TimeoutError:
-                await self._send(conn, entry, b"")
+                await self._send(conn, session.heartbeat())
 
-    async def _send(self, conn: SlaveConnection, entry: EpochEntry, body: bytes) -> None:
-        frame = Transfer(conn.transfer_offset, entry.epoch, entry.start_offset, self.store.confirm_offset, body)
-        conn.writer.write(frame.encode())
-        conn.transfer_offset += len(body)
-        conn.bytes_sent += len(body)
+    async def _send(self, conn: SlaveConnection, frame: bytes) -> None:
+        conn.writer.write(frame)
         await conn.writer.drain()
 
     def status(self) -> list[dict[str, object]]:
         now = self.clock.monotonic_ms()
         rows = []
         for sid, conn in sorted(self.connections.items()):
-            caught = self.tracker.caught_up_ms.get(sid)
-            rows.append({"slaveId": sid, "slaveAddress": conn.peer, "ackOffset": conn.ack_offset,
-                         "lag": max(0, self.store.max_offset - max(conn.ack_offset, 0)),
+            caught, session = self.tracker.caught_up_ms.get(sid), conn.session
+            rows.append({"slaveId": sid, "slaveAddress": conn.peer, "ackOffset": session.ack_offset,
+                         "lag": max(0, self.store.max_offset - max(session.ack_offset, 0)),
                          "inSync": sid in self.tracker.local, "asyncLearner": conn.learner,
                          "lastCaughtUpAgoMs": None if caught is None else now - caught,
                          "lastCaughtUpTimestamp": None if caught is None else int(time.time() * 1000) - (now - caught),
-                         "transferOffset": conn.transfer_offset,
-                         "transferSpeedKBps": conn.bytes_sent / 1024 / max(0.001, (now - conn.connected_ms) / 1000),
-                         "transferFromWhere": conn.request_offset if conn.request_offset is not None else -1})
+                         "transferOffset": session.transfer_offset,
+                         "transferSpeedKBps": session.bytes_sent / 1024
+                         / max(0.001, (now - session.connected_ms) / 1000),
+                         "transferFromWhere": session.request_offset})
         return rows

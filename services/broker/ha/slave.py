@@ -1,6 +1,7 @@
 """Slave side of replication: connect to the master, reconcile the log, append what it streams, ack.
 
-The sockets live here; the decisions (truncation point, frame checks) are in ``ha/protocol.py``.
+The sockets live here; the connection's protocol state is a ``SlaveSession`` (``ha/session.py``), which
+decides the truncation point and checks every frame (rules in ``ha/protocol.py``).
 An unreconcilable log stops replication with an error (shown in runtimeInfo and the log), never a
 silent retry loop.
 """
@@ -18,20 +19,10 @@ import httpx
 
 from services.broker.commitlog import CommitLogError
 from services.broker.config import BrokerConfig
-from services.broker.ha.auth import Binding, BrokerKey, master_proof_ok, new_nonce
-from services.broker.ha.frames import (
-    MasterChallenge,
-    MasterFrame,
-    MasterFrameReader,
-    MasterHandshake,
-    ProtocolError,
-    SlaveAck,
-    SlaveHandshake,
-    SlaveHello,
-    SlaveProof,
-    Transfer,
-)
-from services.broker.ha.protocol import Unreconcilable, decide_truncation, slave_step
+from services.broker.ha.auth import BrokerKey
+from services.broker.ha.frames import ProtocolError, Transfer
+from services.broker.ha.protocol import Unreconcilable
+from services.broker.ha.session import KeysNeeded, Reconcile, SlaveSession
 from services.broker.store import MessageStore
 from services.common.clock import Clock
 
@@ -68,7 +59,6 @@ class HAClient:
         self.master_ha_address: str | None = None
         self.last_read_ms = 0
         self.last_write_ms = 0
-        self._acked = -1  # the last offset acknowledged on this connection
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._stopped = False
@@ -139,82 +129,47 @@ class HAClient:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3.0)
         self._writer = writer
         self.state = "HANDSHAKE"
-        hs = SlaveHandshake(self.self_id, self.config.syncFromLastFile, self.config.asyncLearner)
-        nonce = new_nonce()
-        await self._write(hs.encode() + SlaveHello(nonce).encode())
-        frames = MasterFrameReader()
-        pending: list[MasterFrame] = []
-        pending = await self._next_frames(frames, reader, pending)
-        challenge = pending.pop(0)
-        if not isinstance(challenge, MasterChallenge):
-            raise ProtocolError("expected the master's challenge first (is the master an older mqctl version?)")
-        await self._write(SlaveProof(await self._check_master(challenge, nonce)).encode())
-        pending = await self._next_frames(frames, reader, pending)
-        first = pending.pop(0)
-        if not isinstance(first, MasterHandshake):
-            raise ProtocolError("expected the master's handshake after the challenge")
-        await self._reconcile(first)
-        self.state = "TRANSFER"
-        await self._ack(self.store.max_offset)
-        heartbeat = asyncio.create_task(self._heartbeats())
+        m = self.master
+        session = SlaveSession(self.store, self.config.brokerName, self.self_id, m.broker_id, m.epoch, m.key,
+                               self.config.asyncLearner, self.config.syncFromLastFile)
+        await self._write(session.opening())
+        heartbeat: asyncio.Task[None] | None = None
         try:
             while True:
-                if pending:
-                    await self._apply(pending)
-                pending = frames.feed(await self._read(reader))
+                for event in session.receive(await self._read(reader)):
+                    if isinstance(event, KeysNeeded):
+                        await self._write(session.proof(await m.public_keys()))
+                    elif isinstance(event, Reconcile):
+                        await self._write(await self._reconcile(session, event.point))
+                        self.state = "TRANSFER"
+                        heartbeat = asyncio.create_task(self._heartbeats(session))
+                    else:
+                        await self._apply(session, event.frames)
         finally:
-            heartbeat.cancel()
+            if heartbeat is not None:
+                heartbeat.cancel()
 
-    async def _next_frames(self, frames: MasterFrameReader, reader: asyncio.StreamReader,
-                           pending: list[MasterFrame]) -> list[MasterFrame]:
-        while not pending:
-            pending = frames.feed(await self._read(reader))
-        return pending
+    async def _reconcile(self, session: SlaveSession, point: int) -> bytes:
+        """Cut the log in a worker thread (fsyncs), holding the lock the flush service takes."""
+        end = self.store.max_offset
+        if point < end:
+            log.warning("truncating the local log from %d to %d to match the master", end, point)
 
-    async def _check_master(self, challenge: MasterChallenge, nonce: bytes) -> bytes:
-        """The master must be the broker the controller named, at no older an epoch, holding that broker's
-        key; the answer is this slave's own signature over the same binding."""
-        expected = self.master
-        if challenge.master_id != expected.broker_id or challenge.master_epoch < expected.epoch:
-            raise ProtocolError(f"the peer at {self.master_ha_address} claims to be master {challenge.master_id} at "
-                                f"epoch {challenge.master_epoch}; the controller named {expected.broker_id} at "
-                                f"epoch {expected.epoch}")
-        binding = Binding(self.config.brokerName, challenge.master_id, self.self_id, challenge.master_epoch,
-                          challenge.nonce, nonce)
-        keys = await expected.public_keys()
-        if not master_proof_ok(keys.get(challenge.master_id, ""), binding, challenge.signature):
-            raise ProtocolError(f"the peer at {self.master_ha_address} failed to prove it is broker "
-                                f"{challenge.master_id} (bad signature, or no key registered for it)")
-        return expected.key.sign_as_slave(binding)
-
-    async def _reconcile(self, hs: MasterHandshake) -> None:
-        point = decide_truncation(self.store.epochs.entries(), self.store.min_offset, self.store.max_offset, hs)
-        if point < self.store.max_offset:
-            log.warning("truncating the local log from %d to %d to match the master", self.store.max_offset, point)
-            await asyncio.to_thread(self._truncate, point)
+        def locked() -> bytes:
+            with self.io_lock:
+                return session.reconcile(point)
+        first_ack = await asyncio.to_thread(locked)
+        if point < end:
             self.on_truncated(point)
-        self.store.epochs.truncate_suffix_by_offset(point)
+        return first_ack
 
-    def _truncate(self, point: int) -> None:
-        with self.io_lock:
-            self.store.truncate(point)
-
-    async def _apply(self, frames: list[MasterFrame]) -> None:
-        confirm = -1
-        for frame in frames:
-            if not isinstance(frame, Transfer):
-                raise ProtocolError("unexpected handshake or challenge during transfer")
-            step = slave_step(frame, self.store.min_offset, self.store.max_offset, self.store.epochs.last_epoch())
-            if step.new_epoch is not None and not self.store.epochs.append(*step.new_epoch):
-                raise ProtocolError(f"cannot record epoch {step.new_epoch} after {self.store.epochs.entries()[-1:]}")
-            if step.append:
-                self.store.append_raw(frame.offset, step.append)
-            confirm = max(confirm, step.confirm_offset)
+    async def _apply(self, session: SlaveSession, frames: tuple[Transfer, ...]) -> None:
+        confirm = session.apply(frames)
         if self.config.sync_flush:
             await self.wait_flushed(self.store.max_offset, self.config.syncFlushTimeout)
-        ack = self._ackable()
-        if ack != self._acked:  # a frame that only moved confirmOffset needs no answer
-            await self._ack(ack)
+        ack = session.ack(self._ackable())
+        if ack is not None:
+            await self._write(ack)
         # Indexing what is now confirmed comes after the ack: the master is waiting for the ack, not
         # for this work.
         self.store.set_confirm_offset(confirm)
@@ -235,22 +190,18 @@ class HAClient:
             return min(self.store.max_offset, self.store.commitlog.flushed_offset)
         return self.store.max_offset
 
-    async def _ack(self, offset: int) -> None:
-        self._acked = offset
-        await self._write(SlaveAck(offset).encode())
-
     async def _write(self, data: bytes) -> None:
         assert self._writer is not None
         self._writer.write(data)
         await self._writer.drain()
         self.last_write_ms = self.clock.now_ms()
 
-    async def _heartbeats(self) -> None:
+    async def _heartbeats(self, session: SlaveSession) -> None:
         period = self.config.haSendHeartbeatInterval / 1000
         while True:
             await asyncio.sleep(period)
             if self.clock.now_ms() - self.last_write_ms >= self.config.haSendHeartbeatInterval * 0.9:
-                await self._ack(self._ackable())
+                await self._write(session.heartbeat(self._ackable()))
 
     def status(self) -> dict[str, object]:
         return {"masterAddress": self.master_address, "masterHaAddress": self.master_ha_address,

@@ -1,13 +1,12 @@
-"""Master -> slave replication end to end, in memory: real MessageStores (files in tmp_path, 4 KiB
-segments), the real frame encoders/readers and protocol rules, no sockets, no sleeps.
+"""Master -> slave replication end to end, in memory: the real sessions (ha/session.py) wired together, over
+real MessageStores (files in tmp_path, 4 KiB segments), no sockets, no sleeps.
 
-The master side mirrors ``HAService._stream`` (ha/master.py): announce the epoch of the first offset with
-an empty Transfer, then ``aligned_chunk`` batches that never cross the end of their epoch, announcing each
-next epoch (even an empty one) before its bytes; when caught up it waits (here: yields IDLE) and, woken
-with no new data, sends a heartbeat carrying the current confirmOffset. The slave side mirrors
-``HAClient._reconcile`` / ``_apply`` (ha/slave.py): decide_truncation, truncate durably, drop epochs from
-the point on; then per frame slave_step, epochs.append, append_raw, set_confirm_offset, and one ack per
-read. The bytes go through the wire in small pieces, so frames are split at arbitrary boundaries.
+The test does only what the asyncio code does around the sessions: it carries bytes between them in small
+pieces (so frames are split at arbitrary boundaries), hands over the group's public keys when a session
+asks, calls ``reconcile`` when the slave session asks, pulls ``next_transfer`` until the master session
+has nothing more (where the master would wait) and then sends one ``heartbeat``, and on the slave applies
+what arrives, acks, and only then sets confirmOffset. The master's confirmOffset follows the slave's acks
+through the real quorum rule (``quorum.confirm_offset``).
 
 Scenarios: (a) an empty slave catches up across three epochs, the middle one empty (RocketMQ PR #9942);
 (b) a slave with a divergent tail from an epoch in which it was master truncates durably (reopening the
@@ -18,29 +17,24 @@ epochs start at the same offset.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from services.broker.epoch_file import MAX_OFFSET, EpochEntry, EpochFileCache
-from services.broker.ha.frames import (
-    MasterFrameReader,
-    MasterHandshake,
-    ProtocolError,
-    SlaveAck,
-    SlaveFrameReader,
-    SlaveHandshake,
-    Transfer,
-)
-from services.broker.ha.protocol import (
-    Unreconcilable,
-    check_ack,
-    decide_truncation,
-    epoch_index_for,
-    slave_step,
-    transfer_start,
+from services.broker.ha.auth import BrokerKey
+from services.broker.ha.frames import MasterFrameReader, Transfer
+from services.broker.ha.protocol import Unreconcilable, epoch_index_for
+from services.broker.ha.session import (
+    Acked,
+    Authenticated,
+    KeysNeeded,
+    MasterSession,
+    Reconcile,
+    SlaveSession,
+    Transfers,
 )
 from services.broker.quorum import confirm_offset
 from services.broker.store import Message, MessageStore
@@ -50,7 +44,7 @@ HOST = "127.0.0.1:10911"
 TOPIC = "TopicTest"
 QUEUES = 2
 TS = 1_700_000_000_000
-IDLE = object()
+GROUP = "broker-a"
 
 
 # ====================================================================================== nodes
@@ -67,6 +61,7 @@ class Node:
     root: Path
     broker_id: int
     store: MessageStore = field(init=False)
+    key: BrokerKey = field(default_factory=BrokerKey.generate)
     written: int = 0
 
     def __post_init__(self) -> None:
@@ -121,154 +116,121 @@ def nodes(tmp_path: Path) -> Iterator[Nodes]:
 
 @dataclass
 class Connection:
-    """One replication connection between a master and a slave node."""
+    """One replication connection between a master and a slave node: the two real sessions, and the
+    byte-carrying the asyncio code does between them."""
 
     master: Node
     slave: Node
     batch: int = 1024             # haTransferBatchSize
-    piece: int = 97               # bytes per socket read on either side
+    piece: int = 97               # bytes per socket read on the slave
     all_ack: bool = False         # allAckInSyncStateSet on the master
     sync_from_last_file: bool = False
     sent: list[Transfer] = field(default_factory=list)
     point: int | None = None
     acks: int = 0
-    transfer_offset: int = 0
-    ack_offset: int = -1
-    entries: list[EpochEntry] = field(default_factory=list)
-    _wire: bytearray = field(default_factory=bytearray)
-    _gen: Iterator[object] | None = None
-    _to_master: SlaveFrameReader = field(default_factory=SlaveFrameReader)
-    _to_slave: MasterFrameReader = field(default_factory=MasterFrameReader)
+    now_ms: int = 0
+    m: MasterSession = field(init=False)
+    s: SlaveSession = field(init=False)
+    _record: MasterFrameReader = field(default_factory=MasterFrameReader)
 
-    # ---------------------------------------------------------------- helpers
-    def _deliver_to_master(self, data: bytes) -> list[object]:
-        frames: list[object] = []
+    def __post_init__(self) -> None:
+        epoch = self.master.store.epochs.last_epoch()
+        self.m = MasterSession(self.master.store, GROUP, self.master.broker_id, epoch, self.master.key, 0)
+        self.s = SlaveSession(self.slave.store, GROUP, self.slave.broker_id, self.master.broker_id, epoch,
+                              self.slave.key, sync_from_last_file=self.sync_from_last_file)
+
+    @property
+    def keys(self) -> dict[int, str]:
+        return {n.broker_id: n.key.public_hex for n in (self.master, self.slave)}
+
+    @property
+    def transfer_offset(self) -> int:
+        return self.m.transfer_offset
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return self.m.entries
+
+    # ---------------------------------------------------------------- the wire
+    def to_master(self, data: bytes) -> list[object]:
+        self.now_ms += 1
+        events: list[object] = []
         for k in range(0, len(data), 5):  # split every slave frame too
-            frames += self._to_master.feed(data[k:k + 5])
-        return frames
+            events += self.m.receive(data[k:k + 5], self.now_ms)
+        for event in events:
+            if isinstance(event, Acked):
+                self.acks += 1
+                if event.first:
+                    self.m.start_transfer(SEG)
+                self.update_confirm()
+        return events
 
-    def _deliver_to_slave(self, data: bytes) -> list[object]:
-        frames: list[object] = []
+    def to_slave(self, data: bytes) -> list[object]:
+        self._record_sent(data)
+        events: list[object] = []
         for k in range(0, len(data), self.piece):
-            frames += self._to_slave.feed(data[k:k + self.piece])
-        return frames
+            events += self.s.receive(data[k:k + self.piece])
+        return events
+
+    def _record_sent(self, data: bytes) -> None:
+        self.sent += [f for f in self._record.feed(data) if isinstance(f, Transfer)]
 
     # ---------------------------------------------------------------- handshake (both sides)
     def handshake(self) -> int:
-        """Slave handshake, master handshake, slave reconcile; returns the truncation point."""
-        [shs] = self._deliver_to_master(SlaveHandshake(self.slave.broker_id, self.sync_from_last_file).encode())
-        assert isinstance(shs, SlaveHandshake) and shs.slave_broker_id == self.slave.broker_id
-        m = self.master.store
-        self.entries = m.epochs.entries()  # HAService._epochs_snapshot, used for the whole connection
-        hs = MasterHandshake(m.max_offset, m.epochs.last_epoch(),
-                             tuple((e.epoch, e.start_offset) for e in self.entries))
-        [got] = self._deliver_to_slave(hs.encode())
-        assert got == hs
-        assert isinstance(got, MasterHandshake)
-        self.point = self._reconcile(got)
+        """Handshake, hello, challenge, proof, the master's epochs; the slave cuts its log; returns the
+        truncation point."""
+        assert self.to_master(self.s.opening()) == [KeysNeeded(self.slave.broker_id)]
+        assert self.to_slave(self.m.challenge(self.keys)) == [KeysNeeded(self.master.broker_id)]
+        assert self.to_master(self.s.proof(self.keys)) == [Authenticated(self.slave.broker_id, False)]
+        [reconcile] = self.to_slave(self.m.handshake())
+        assert isinstance(reconcile, Reconcile)
+        self.point = reconcile.point
+        self._first_ack = self.s.reconcile(reconcile.point)
         return self.point
-
-    def _reconcile(self, hs: MasterHandshake) -> int:
-        """HAClient._reconcile."""
-        s = self.slave.store
-        point = decide_truncation(s.epochs.entries(), s.min_offset, s.max_offset, hs)
-        if point < s.max_offset:
-            s.truncate(point)
-        s.epochs.truncate_suffix_by_offset(point)
-        return point
-
-    # ---------------------------------------------------------------- transfer
-    def start(self) -> None:
-        """The slave's first ack; the master picks the start offset and begins streaming."""
-        self._on_acks(self._deliver_to_master(SlaveAck(self.slave.store.max_offset).encode()), first=True)
-        self._gen = self._stream()
-
-    def _on_acks(self, frames: list[object], first: bool = False) -> None:
-        """HAService._on_ack (the parts that touch the log): check, record, move confirmOffset."""
-        m = self.master.store
-        for ack in frames:
-            assert isinstance(ack, SlaveAck)
-            check_ack(ack.max_offset, m.max_offset)
-            self.ack_offset = ack.max_offset
-            if first:
-                self.transfer_offset = transfer_start(ack.max_offset, m.min_offset, m.max_offset, SEG,
-                                                      self.sync_from_last_file)
-                first = False
-            self.acks += 1
-        self.update_confirm()
 
     def update_confirm(self) -> None:
         """HAService.update_confirm with the SyncStateSet {master, slave}, the slave connected."""
         m = self.master.store
         members = {self.master.broker_id, self.slave.broker_id}
-        target = confirm_offset(self.all_ack, {self.slave.broker_id: self.ack_offset}, members,
+        target = confirm_offset(self.all_ack, {self.slave.broker_id: self.m.ack_offset}, members,
                                 self.master.broker_id, [self.slave.broker_id], m.max_offset)
         if target is not None and target > m.confirm_offset:
             m.set_confirm_offset(target)
 
-    def _send(self, entry: EpochEntry, body: bytes) -> Transfer:
-        frame = Transfer(self.transfer_offset, entry.epoch, entry.start_offset,
-                         self.master.store.confirm_offset, body)
-        self.transfer_offset += len(body)
-        self.sent.append(frame)
-        return frame
+    # ---------------------------------------------------------------- transfer
+    def start(self) -> None:
+        """The slave's first ack; the master picks the start offset."""
+        [ack] = self.to_master(self._first_ack)
+        assert isinstance(ack, Acked) and ack.first
 
-    def _stream(self) -> Iterator[object]:
-        """HAService._stream, with IDLE where it would wait for new data or the heartbeat interval."""
-        entries, m = self.entries, self.master.store
-        if not entries:
-            raise ProtocolError("the master has no epoch entries")
-        idx = epoch_index_for(entries, self.transfer_offset)
-        yield self._send(entries[idx], b"")  # announce the epoch (it may hold no data)
-        while True:
-            entry = entries[idx]
-            end = entries[idx + 1].start_offset if idx + 1 < len(entries) else None
-            if end is not None and self.transfer_offset >= end:
-                idx += 1
-                yield self._send(entries[idx], b"")
-                continue
-            chunk = m.commitlog.aligned_chunk(self.transfer_offset, self.batch, end)
-            if chunk:
-                yield self._send(entry, chunk)
-                continue
-            yield IDLE
-            if m.max_offset <= self.transfer_offset:
-                yield self._send(entry, b"")  # confirmOffset moved (or heartbeat): tell the slave
-
-    def _apply(self, frames: Sequence[object]) -> None:
-        """HAClient._apply: check, record the epoch, append, confirm; then one ack."""
-        s = self.slave.store
-        for frame in frames:
-            if not isinstance(frame, Transfer):
-                raise ProtocolError("unexpected handshake during transfer")
-            step = slave_step(frame, s.min_offset, s.max_offset, s.epochs.last_epoch())
-            if step.new_epoch is not None and not s.epochs.append(*step.new_epoch):
-                raise ProtocolError(f"cannot record epoch {step.new_epoch} after {s.epochs.entries()[-1:]}")
-            if step.append:
-                s.append_raw(frame.offset, step.append)
-            s.set_confirm_offset(step.confirm_offset)
-        self._on_acks(self._deliver_to_master(SlaveAck(s.max_offset).encode()))
+    def _deliver(self, data: bytes) -> None:
+        for event in self.to_slave(data):
+            assert isinstance(event, Transfers)
+            confirm = self.s.apply(event.frames)
+            ack = self.s.ack(self.slave.store.max_offset)
+            if ack is not None:
+                self.to_master(ack)
+            self.slave.store.set_confirm_offset(confirm)
 
     def pump(self, window: int = 600) -> None:
-        """Run until the master is caught up and the wire is empty, then wake the master once (so it
-        sends the heartbeat with the latest confirmOffset), as after notify_new_data."""
-        assert self._gen is not None
+        """Run until the master session has nothing more and the wire is empty, then wake the master once
+        (it sends a heartbeat with the latest confirmOffset), as after notify_new_data."""
         for _ in range(2):
-            idle = False
+            wire, idle = bytearray(), False
             while True:
-                while not idle and len(self._wire) < window:
-                    item = next(self._gen)
-                    if item is IDLE:
+                while not idle and len(wire) < window:
+                    frame = self.m.next_transfer(self.batch, self.now_ms)
+                    if frame is None:
                         idle = True
                     else:
-                        self._wire += item.encode()  # type: ignore[attr-defined]
-                if not self._wire:
+                        wire += frame
+                if not wire:
                     break
-                data = bytes(self._wire[:self.piece])
-                del self._wire[:self.piece]
-                frames = self._to_slave.feed(data)
-                if frames:
-                    self._apply(frames)
+                data = bytes(wire[:self.piece])
+                del wire[:self.piece]
+                self._deliver(data)
+            if self.master.store.max_offset <= self.m.transfer_offset:
+                self._deliver(self.m.heartbeat())
 
     def run(self) -> int:
         point = self.handshake()

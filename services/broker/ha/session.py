@@ -1,0 +1,399 @@
+"""One replication connection as two sans-I/O sessions: bytes and time in, frames and decisions out.
+
+Theory of operation
+-------------------
+A :class:`MasterSession` is one slave's connection seen from the master; a :class:`SlaveSession` is the
+connection seen from the slave. Neither touches a socket, a clock or the controller: the asyncio code in
+``ha/master.py`` and ``ha/slave.py`` moves bytes, passes the time in, fetches the group's public keys when
+a session asks for them (``KeysNeeded``), and carries out what the slave session decides (truncate the log,
+append what arrived). The master session reads the log it streams; the slave session writes the log it
+replicates only through :meth:`SlaveSession.apply`.
+
+The connection goes through these states (a frame out of order closes it, ``ProtocolError``)::
+
+    slave                                   master
+    opening(): handshake + hello  ───────▶  receive → KeysNeeded(slave id)
+                                            challenge(keys)   (the slave id must have a key)
+    receive → KeysNeeded(master id) ◀─────  challenge: master id, epoch, nonce, signature
+    proof(keys)                   ───────▶  receive → Authenticated
+                                            handshake(): the epoch entries, snapshotted
+    receive → Reconcile(point)    ◀─────
+    reconcile(point): cut the log
+      there; the first ack        ───────▶  receive → Acked(first=True); start_transfer()
+    receive → Transfers(frames)   ◀─────  next_transfer() … / heartbeat()
+    apply(frames); ack(ackable)   ───────▶  receive → Acked
+
+The master never lets a transfer frame cross the end of an epoch, and announces every epoch (even one
+that holds no data) with an empty frame before its bytes, so the slave's epoch file ends up identical to
+the master's (``ha/protocol.py`` has the rules each side checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from services.broker.epoch_file import EpochEntry
+from services.broker.ha.auth import (
+    Binding,
+    BrokerKey,
+    master_proof_ok,
+    new_nonce,
+    slave_proof_ok,
+    valid_public_key,
+)
+from services.broker.ha.frames import (
+    MasterChallenge,
+    MasterFrameReader,
+    MasterHandshake,
+    ProtocolError,
+    SlaveAck,
+    SlaveFrame,
+    SlaveFrameReader,
+    SlaveHandshake,
+    SlaveHello,
+    SlaveProof,
+    Transfer,
+)
+from services.broker.ha.protocol import (
+    SlaveStep,
+    check_ack,
+    decide_truncation,
+    epoch_index_for,
+    slave_step,
+    transfer_start,
+)
+
+# ---------------------------------------------------------------------- what the sessions read and write
+
+
+class Epochs(Protocol):
+    def entries(self) -> list[EpochEntry]: ...
+
+    def last_epoch(self) -> int: ...
+
+    def append(self, epoch: int, start_offset: int) -> bool: ...
+
+    def truncate_suffix_by_offset(self, offset: int) -> None: ...
+
+
+class Chunks(Protocol):
+    def aligned_chunk(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes: ...
+
+
+class Log(Protocol):
+    """The parts of a broker's store a session uses (``MessageStore`` is one)."""
+
+    @property
+    def min_offset(self) -> int: ...
+
+    @property
+    def max_offset(self) -> int: ...
+
+    @property
+    def confirm_offset(self) -> int: ...
+
+    @property
+    def epochs(self) -> Epochs: ...
+
+    @property
+    def commitlog(self) -> Chunks: ...
+
+    def append_raw(self, offset: int, data: bytes) -> None: ...
+
+    def truncate(self, offset: int) -> None: ...
+
+
+# ---------------------------------------------------------------------- decisions handed to the I/O code
+
+
+@dataclass(frozen=True)
+class KeysNeeded:
+    """Fetch the group's public keys from the controller, then call ``challenge`` (master) or ``proof``
+    (slave) with them."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    slave_id: int
+    learner: bool
+
+
+@dataclass(frozen=True)
+class Acked:
+    offset: int
+    first: bool
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """Call ``reconcile(point)`` (it cuts the log durably, so the I/O code may run it in a worker thread)."""
+
+    point: int
+
+
+@dataclass(frozen=True)
+class Transfers:
+    frames: tuple[Transfer, ...]
+
+
+class State(Enum):
+    HANDSHAKE = "HANDSHAKE"          # waiting for the slave's handshake (master)
+    HELLO = "HELLO"                  # waiting for the slave's hello (master)
+    KEYS = "KEYS"                    # waiting for the I/O code to bring the keys
+    CHALLENGE = "CHALLENGE"          # waiting for the master's challenge (slave)
+    PROOF = "PROOF"                  # waiting for the slave's proof (master)
+    MASTER_HANDSHAKE = "MASTER_HANDSHAKE"  # waiting for the master's epochs (slave)
+    RECONCILE = "RECONCILE"          # waiting for the I/O code to cut the log (slave)
+    TRANSFER = "TRANSFER"
+
+
+def _key_of(keys: dict[int, str], broker_id: int, group: str) -> str:
+    if broker_id not in keys:
+        raise ProtocolError(f"broker id {broker_id} is not registered in {group}")
+    if not valid_public_key(keys[broker_id]):
+        raise ProtocolError(f"broker id {broker_id} has no key registered with the controller (a broker of an "
+                            "older mqctl version? restart it on this version)")
+    return keys[broker_id]
+
+
+# ---------------------------------------------------------------------- master side
+
+
+class MasterSession:
+    """One slave's connection, on the master."""
+
+    def __init__(self, log: Log, broker_name: str, master_id: int, master_epoch: int, key: BrokerKey,
+                 now_ms: int, nonce: Callable[[], bytes] = new_nonce) -> None:
+        self.log, self.broker_name, self.master_id, self.master_epoch = log, broker_name, master_id, master_epoch
+        self.key, self._nonce = key, nonce
+        self.state = State.HANDSHAKE
+        self.slave_id, self.learner, self.sync_from_last_file = -1, False, False
+        self.connected_ms = self.last_read_ms = now_ms
+        self.ack_offset, self.request_offset = -1, -1
+        self.transfer_offset = 0
+        self.last_master_max, self.last_transfer_ms = 0, 0
+        self.bytes_sent = 0
+        self._reader = SlaveFrameReader()
+        self._binding: Binding | None = None
+        self._slave_key = ""
+        self.entries: list[EpochEntry] = []  # the master's epochs when the handshake was sent
+        self._idx = 0
+        self._announce = False
+
+    @property
+    def authenticated(self) -> bool:
+        return self.state is State.TRANSFER
+
+    def receive(self, data: bytes, now_ms: int) -> list[KeysNeeded | Authenticated | Acked]:
+        self.last_read_ms = now_ms
+        return [event for frame in self._reader.feed(data) if (event := self._on(frame)) is not None]
+
+    def _on(self, frame: SlaveFrame) -> KeysNeeded | Authenticated | Acked | None:
+        if isinstance(frame, SlaveAck):
+            return self._on_ack(frame)
+        if isinstance(frame, SlaveHandshake) and self.state is State.HANDSHAKE:
+            if frame.slave_broker_id == self.master_id:
+                raise ProtocolError("a broker cannot replicate from itself")
+            self.slave_id, self.learner = frame.slave_broker_id, frame.async_learner
+            self.sync_from_last_file, self.state = frame.sync_from_last_file, State.HELLO
+            return None
+        if isinstance(frame, SlaveHello) and self.state is State.HELLO:
+            self._binding = Binding(self.broker_name, self.master_id, self.slave_id, self.master_epoch,
+                                    self._nonce(), frame.nonce)
+            self.state = State.KEYS
+            return KeysNeeded(self.slave_id)
+        if isinstance(frame, SlaveProof) and self.state is State.PROOF:
+            assert self._binding is not None
+            if not slave_proof_ok(self._slave_key, self._binding, frame.signature):
+                raise ProtocolError(f"the peer failed to prove it is broker {self.slave_id} (bad signature)")
+            self.state = State.TRANSFER
+            return Authenticated(self.slave_id, self.learner)
+        if isinstance(frame, SlaveHandshake):
+            raise ProtocolError("second handshake on one connection")
+        raise ProtocolError(f"{type(frame).__name__} out of order (connection state {self.state.value})")
+
+    def challenge(self, keys: dict[int, str]) -> bytes:
+        """The answer to the hello, once the keys are known: this master's signed challenge."""
+        if self.state is not State.KEYS or self._binding is None:
+            raise ProtocolError("no challenge is due")
+        self._slave_key = _key_of(keys, self.slave_id, self.broker_name)
+        self.state = State.PROOF
+        b = self._binding
+        return MasterChallenge(self.master_id, self.master_epoch, b.master_nonce, self.key.sign_as_master(b)).encode()
+
+    def _on_ack(self, ack: SlaveAck) -> Acked:
+        if self.state is not State.TRANSFER:
+            raise ProtocolError("ack before the slave proved its identity")
+        check_ack(ack.max_offset, self.log.max_offset)
+        self.ack_offset = ack.max_offset
+        first = self.request_offset < 0
+        if first:
+            self.request_offset = ack.max_offset
+        return Acked(ack.max_offset, first)
+
+    # ------------------------------------------------------------------ streaming
+    def handshake(self) -> bytes:
+        """The master's epochs and max offset; the entries are the ones streamed for this connection."""
+        self.entries = self.log.epochs.entries()
+        if not self.entries:
+            raise ProtocolError("the master has no epoch entries")
+        return MasterHandshake(self.log.max_offset, self.log.epochs.last_epoch(),
+                               tuple((e.epoch, e.start_offset) for e in self.entries)).encode()
+
+    def start_transfer(self, segment_size: int) -> None:
+        """After the slave's first ack: where streaming starts, and its epoch announced first."""
+        self.transfer_offset = transfer_start(self.request_offset, self.log.min_offset, self.log.max_offset,
+                                              segment_size, self.sync_from_last_file)
+        self._idx = epoch_index_for(self.entries, self.transfer_offset)
+        self._announce = True
+
+    def next_transfer(self, batch: int, now_ms: int) -> bytes | None:
+        """The next frame to send, or None when the slave has everything there is (then wait for new
+        data or the heartbeat interval)."""
+        if self._announce:
+            self._announce = False
+            return self._frame(b"")
+        end = self.entries[self._idx + 1].start_offset if self._idx + 1 < len(self.entries) else None
+        if end is not None and self.transfer_offset >= end:
+            self._idx += 1
+            return self._frame(b"")  # every epoch is announced, even one that holds no data
+        chunk = self.log.commitlog.aligned_chunk(self.transfer_offset, batch, end)
+        if not chunk:
+            return None
+        self.last_master_max, self.last_transfer_ms = self.log.max_offset, now_ms
+        return self._frame(chunk)
+
+    def heartbeat(self) -> bytes:
+        """An empty frame: the slave learns the current confirmOffset and that the master is alive."""
+        return self._frame(b"")
+
+    def caught_up_since(self, now_ms: int) -> int | None:
+        """Since when this slave has held everything the master had (for the SyncStateSet), or None."""
+        if self.learner or self.ack_offset < 0:
+            return None
+        if self.ack_offset >= self.log.max_offset:
+            return now_ms
+        if self.ack_offset >= self.last_master_max and self.last_transfer_ms:
+            return self.last_transfer_ms
+        return None
+
+    def close_reason(self, now_ms: int, idle_limit_ms: int, auth_limit_ms: int) -> str | None:
+        if self.state is not State.TRANSFER and now_ms - self.connected_ms > auth_limit_ms:
+            return f"did not prove its identity within {auth_limit_ms} ms"
+        if now_ms - self.last_read_ms > idle_limit_ms:
+            return f"nothing heard for {idle_limit_ms} ms"
+        return None
+
+    def _frame(self, body: bytes) -> bytes:
+        entry = self.entries[self._idx]
+        frame = Transfer(self.transfer_offset, entry.epoch, entry.start_offset, self.log.confirm_offset, body)
+        self.transfer_offset += len(body)
+        self.bytes_sent += len(body)
+        return frame.encode()
+
+
+# ---------------------------------------------------------------------- slave side
+
+
+class SlaveSession:
+    """The connection to the master, on a slave."""
+
+    def __init__(self, log: Log, broker_name: str, self_id: int, master_id: int, master_epoch: int,
+                 key: BrokerKey, learner: bool = False, sync_from_last_file: bool = False,
+                 nonce: Callable[[], bytes] = new_nonce) -> None:
+        self.log, self.broker_name, self.self_id, self.key = log, broker_name, self_id, key
+        self.master_id, self.master_epoch = master_id, master_epoch
+        self.learner, self.sync_from_last_file = learner, sync_from_last_file
+        self.state = State.CHALLENGE
+        self.acked = -1  # the last offset acknowledged on this connection
+        self._nonce = nonce()
+        self._reader = MasterFrameReader()
+        self._challenge: MasterChallenge | None = None
+
+    def opening(self) -> bytes:
+        return (SlaveHandshake(self.self_id, self.sync_from_last_file, self.learner).encode()
+                + SlaveHello(self._nonce).encode())
+
+    def receive(self, data: bytes) -> list[KeysNeeded | Reconcile | Transfers]:
+        events: list[KeysNeeded | Reconcile | Transfers] = []
+        transfers: list[Transfer] = []
+        for frame in self._reader.feed(data):
+            if isinstance(frame, Transfer) and self.state is State.TRANSFER:
+                transfers.append(frame)
+            elif isinstance(frame, MasterChallenge) and self.state is State.CHALLENGE:
+                events.append(self._on_challenge(frame))
+            elif isinstance(frame, MasterHandshake) and self.state is State.MASTER_HANDSHAKE:
+                self.state = State.RECONCILE
+                events.append(Reconcile(decide_truncation(self.log.epochs.entries(), self.log.min_offset,
+                                                          self.log.max_offset, frame)))
+            elif self.state is State.CHALLENGE:
+                raise ProtocolError("expected the master's challenge first (is the master an older mqctl "
+                                    "version?)")
+            else:
+                raise ProtocolError(f"unexpected {type(frame).__name__} (connection state {self.state.value})")
+        if transfers:
+            events.append(Transfers(tuple(transfers)))
+        return events
+
+    def _on_challenge(self, challenge: MasterChallenge) -> KeysNeeded:
+        """The master must be the broker the controller named, at no older an epoch."""
+        if challenge.master_id != self.master_id or challenge.master_epoch < self.master_epoch:
+            raise ProtocolError(f"the peer claims to be master {challenge.master_id} at epoch "
+                                f"{challenge.master_epoch}; the controller named {self.master_id} at epoch "
+                                f"{self.master_epoch}")
+        self._challenge, self.state = challenge, State.KEYS
+        return KeysNeeded(challenge.master_id)
+
+    def proof(self, keys: dict[int, str]) -> bytes:
+        """Check the master's signature with its key from the controller; answer with this slave's own."""
+        c = self._challenge
+        if self.state is not State.KEYS or c is None:
+            raise ProtocolError("no proof is due")
+        binding = Binding(self.broker_name, c.master_id, self.self_id, c.master_epoch, c.nonce, self._nonce)
+        if not master_proof_ok(keys.get(c.master_id, ""), binding, c.signature):
+            raise ProtocolError(f"the peer failed to prove it is broker {c.master_id} (bad signature, or no key "
+                                "registered for it)")
+        self.state = State.MASTER_HANDSHAKE
+        return SlaveProof(self.key.sign_as_slave(binding)).encode()
+
+    def reconcile(self, point: int) -> bytes:
+        """Cut the log, durably, at the consistent point (nothing when it already ends there) and drop the
+        epochs from there on; the first ack then asks the master to stream from the new end."""
+        if self.state is not State.RECONCILE:
+            raise ProtocolError("no reconciliation was due")
+        if point < self.log.max_offset:
+            self.log.truncate(point)
+        self.log.epochs.truncate_suffix_by_offset(point)
+        self.state = State.TRANSFER
+        return self._ack(self.log.max_offset)
+
+    def apply(self, frames: tuple[Transfer, ...]) -> int:
+        """Check each frame, record new epochs, append the bytes; returns the confirmOffset to set once the
+        frames are acknowledged (min of the master's and this log's end)."""
+        confirm = -1
+        for frame in frames:
+            step: SlaveStep = slave_step(frame, self.log.min_offset, self.log.max_offset,
+                                         self.log.epochs.last_epoch())
+            if step.new_epoch is not None and not self.log.epochs.append(*step.new_epoch):
+                raise ProtocolError(f"cannot record epoch {step.new_epoch} after {self.log.epochs.entries()[-1:]}")
+            if step.append:
+                self.log.append_raw(frame.offset, step.append)
+            confirm = max(confirm, step.confirm_offset)
+        return confirm
+
+    def ack(self, ackable: int) -> bytes | None:
+        """An ack for ``ackable`` if it moves this connection's ack; a frame that only moved confirmOffset
+        needs no answer (the last ack still holds)."""
+        return None if ackable == self.acked else self._ack(ackable)
+
+    def heartbeat(self, ackable: int) -> bytes:
+        return self._ack(ackable)
+
+    def _ack(self, offset: int) -> bytes:
+        self.acked = offset
+        return SlaveAck(offset).encode()

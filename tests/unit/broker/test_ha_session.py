@@ -1,0 +1,119 @@
+"""The sessions' authentication and ordering rules (ha/session.py), driven directly: each out-of-order or
+forged frame closes the connection (ProtocolError) before the master counts anything or the slave writes
+anything. End-to-end streaming through the same sessions is in test_ha_inmemory.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.broker.ha.auth import BrokerKey
+from services.broker.ha.frames import ProtocolError, SlaveAck, SlaveHandshake, SlaveHello, SlaveProof
+from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession, SlaveSession
+from services.broker.store import Message, MessageStore
+
+MASTER_KEY, SLAVE_KEY = BrokerKey.generate(), BrokerKey.generate()
+KEYS = {1: MASTER_KEY.public_hex, 2: SLAVE_KEY.public_hex}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MessageStore:
+    s = MessageStore(tmp_path / "m", "127.0.0.1:10911", segment_size=1 << 16)
+    s.open()
+    s.epochs.append(3, 0)
+    s.append(Message("T", b"x"), 1)
+    return s
+
+
+def master(store: MessageStore) -> MasterSession:
+    return MasterSession(store, "broker-a", 1, 3, MASTER_KEY, now_ms=0)
+
+
+def slave(store: MessageStore, master_id: int = 1, epoch: int = 3) -> SlaveSession:
+    return SlaveSession(store, "broker-a", 2, master_id, epoch, SLAVE_KEY)
+
+
+def authenticate(m: MasterSession, s: SlaveSession) -> None:
+    assert m.receive(s.opening(), 1) == [KeysNeeded(2)]
+    assert s.receive(m.challenge(KEYS)) == [KeysNeeded(1)]
+    assert m.receive(s.proof(KEYS), 2) == [Authenticated(2, False)]
+
+
+def test_both_sides_authenticate_and_acks_count_only_after(store: MessageStore, tmp_path: Path) -> None:
+    m = master(store)
+    other = MessageStore(tmp_path / "s", "127.0.0.1:10921")
+    other.open()
+    s = slave(other)
+    authenticate(m, s)
+    assert m.receive(SlaveAck(0).encode(), 3) == [Acked(0, True)]
+    assert m.receive(SlaveAck(store.max_offset).encode(), 4) == [Acked(store.max_offset, False)]
+
+
+@pytest.mark.parametrize("frames", [
+    [SlaveAck(0)],                                                  # an ack from a stranger
+    [SlaveHello(b"n" * 32)],                                        # hello before handshake
+    [SlaveHandshake(2), SlaveProof(b"p" * 64)],                     # proof before hello
+    [SlaveHandshake(2), SlaveHello(b"n" * 32), SlaveAck(0)],        # ack while the keys are fetched
+    [SlaveHandshake(2), SlaveHandshake(2)],                         # second handshake
+    [SlaveHandshake(1)],                                            # the master's own id
+])
+def test_frames_out_of_order_close_the_connection(store: MessageStore, frames: list[object]) -> None:
+    m = master(store)
+    with pytest.raises(ProtocolError):
+        for frame in frames:
+            m.receive(frame.encode(), 1)  # type: ignore[attr-defined]
+    assert m.ack_offset == -1
+
+
+@pytest.mark.parametrize("keys,match", [
+    ({1: MASTER_KEY.public_hex}, "not registered"),
+    ({1: MASTER_KEY.public_hex, 2: ""}, "has no key"),
+])
+def test_a_slave_without_a_registered_key_gets_no_challenge(store: MessageStore, keys: dict[int, str],
+                                                            match: str) -> None:
+    m = master(store)
+    assert m.receive(SlaveHandshake(2).encode() + SlaveHello(b"n" * 32).encode(), 1) == [KeysNeeded(2)]
+    with pytest.raises(ProtocolError, match=match):
+        m.challenge(keys)
+
+
+def test_a_forged_proof_is_refused(store: MessageStore, tmp_path: Path) -> None:
+    m = master(store)
+    m.receive(SlaveHandshake(2).encode() + SlaveHello(b"n" * 32).encode(), 1)
+    m.challenge(KEYS)
+    with pytest.raises(ProtocolError, match="failed to prove it is broker 2"):
+        m.receive(SlaveProof(b"\0" * 64).encode(), 2)
+    # A real slave key signing for another slave id proves nothing either.
+    m2 = master(store)
+    impostor = SlaveSession(store, "broker-a", 3, 1, 3, SLAVE_KEY)
+    m2.receive(impostor.opening(), 1)
+    impostor.receive(m2.challenge({**KEYS, 3: BrokerKey.generate().public_hex}))
+    with pytest.raises(ProtocolError, match="failed to prove it is broker 3"):
+        m2.receive(impostor.proof(KEYS), 2)
+
+
+@pytest.mark.parametrize("master_id,epoch", [(9, 3), (1, 4)])
+def test_the_slave_refuses_another_master_or_an_older_epoch(store: MessageStore, master_id: int, epoch: int) -> None:
+    m = master(store)  # broker 1 at epoch 3
+    s = slave(store, master_id=master_id, epoch=epoch)
+    m.receive(s.opening(), 1)
+    with pytest.raises(ProtocolError, match="the controller named"):
+        s.receive(m.challenge(KEYS))
+
+
+def test_the_slave_refuses_a_master_signing_with_another_key(store: MessageStore) -> None:
+    m = MasterSession(store, "broker-a", 1, 3, BrokerKey.generate(), now_ms=0)
+    s = slave(store)
+    m.receive(s.opening(), 1)
+    assert s.receive(m.challenge(KEYS)) == [KeysNeeded(1)]
+    with pytest.raises(ProtocolError, match="failed to prove it is broker 1"):
+        s.proof(KEYS)
+
+
+def test_close_reasons(store: MessageStore) -> None:
+    m = master(store)
+    assert m.close_reason(4_000, idle_limit_ms=20_000, auth_limit_ms=5_000) is None
+    assert "did not prove its identity" in str(m.close_reason(5_001, 20_000, 5_000))
+    m.receive(b"\0", 5_000)  # a dripping peer is not idle, but still unauthenticated
+    assert "did not prove its identity" in str(m.close_reason(5_001, 20_000, 5_000))
