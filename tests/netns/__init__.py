@@ -1,0 +1,1 @@
+"""Multi-host test topologies in network namespaces (see topology.py)."""
