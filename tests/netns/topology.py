@@ -25,6 +25,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Self
 
 PREFIX = "mqns-"
 
@@ -55,22 +56,22 @@ def unavailable_reason() -> str | None:
         return "creating network namespaces needs root"
     probe = f"{PREFIX}probe-{secrets.token_hex(3)}"
     try:
-        made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=30)
+        made = subprocess.run(["ip", "netns", "add", probe], check=False, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"ip netns add failed: {exc}"
     if made.returncode != 0:
         return f"ip netns add failed: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+    subprocess.run(["ip", "netns", "del", probe], check=False, capture_output=True, timeout=30)
     return None
 
 
 def namespaces() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(["ip", "netns", "list"], check=False, capture_output=True, text=True, timeout=30).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
 def kill_all_in(ns: str) -> None:
-    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=30).stdout.split()
+    pids = subprocess.run(["ip", "netns", "pids", ns], check=False, capture_output=True, text=True, timeout=30).stdout.split()
     for pid in pids:
         try:
             os.kill(int(pid), signal.SIGKILL)
@@ -80,7 +81,7 @@ def kill_all_in(ns: str) -> None:
 
 def remove(ns: str) -> None:
     kill_all_in(ns)
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+    subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True, timeout=30)
 
 
 def cleanup_all() -> list[str]:
@@ -141,7 +142,7 @@ class Topology:
             remove(self.ns(host))
         remove(self.switch)
 
-    def __enter__(self) -> Topology:
+    def __enter__(self) -> Self:
         return self.up()
 
     def __exit__(self, *_: object) -> None:
