@@ -1,0 +1,11 @@
+"""RocketMQ's remoting protocol as pure functions and values: no sockets, no event loop, no threads.
+
+* ``command``  -- ``RemotingCommand`` and the codes (request, response, language, serialize type);
+* ``codec``    -- frames: ``encode`` and the incremental ``FrameDecoder`` (JSON and ROCKETMQ headers);
+* ``headers``  -- the custom headers (extFields) of the requests and responses we serve or send;
+* ``fastjson`` -- JSON as RocketMQ's fastjson writes it (bare integer map keys) with size/depth limits;
+* ``bodies``   -- the JSON bodies (SyncStateSet, BrokerReplicasInfo, ClusterInfo, TopicRouteData, ...);
+* ``errors``   -- ``RemotingProtocolError`` (drop the connection), ``HeaderFieldError``, ``BodyError``.
+
+docs/remoting.md describes the wire format, the limits and how compatibility is tested.
+"""

@@ -1,0 +1,359 @@
+"""RocketMQ's custom headers: the typed fields a request or response carries in ``extFields``.
+
+Each class mirrors one RocketMQ ``CommandCustomHeader``: the wire names are the Java field names
+(``makeCustomHeaderToNet`` writes every non-null field as ``name -> value.toString()``), so a boolean
+field declared ``isLeader`` travels as ``isLeader``. Python attributes are the snake_case of the same
+words. ``to_ext_fields`` writes numbers in decimal and booleans as ``true``/``false`` and leaves None
+out; ``from_ext_fields`` checks what RocketMQ's ``decodeCommandCustomHeader`` parses, and more strictly:
+
+* a field marked ``@CFNotNull`` in RocketMQ must be present (else ``HeaderFieldError``);
+* an int field must be a decimal int32, a long field an int64 (``[+-]?[0-9]+``; RocketMQ logs a bad
+  number and leaves the field at its default, here it is an error naming the field);
+* a boolean must be ``true`` or ``false`` in any case (RocketMQ reads anything else as false);
+* an absent field takes the Java default: 0 / false for a primitive, None for a boxed or String field,
+  and None for ``invokeTime`` (RocketMQ stamps its own clock there; a sans-I/O codec has none);
+* fields RocketMQ does not declare (``AccessKey``, ``Signature``, ``OnsChannel``, ...) are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
+from enum import Enum
+from typing import Any, Self
+
+from services.remoting.command import RequestCode
+from services.remoting.errors import HeaderFieldError
+
+
+class Kind(Enum):
+    STRING = "a string"
+    INT32 = "an int32"
+    INT64 = "an int64"
+    BOOLEAN = "a boolean"
+
+
+_BOUNDS = {Kind.INT32: (-(2**31), 2**31 - 1), Kind.INT64: (-(2**63), 2**63 - 1)}
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,64}")
+
+
+def _f(wire: str, kind: Kind, *, required: bool = False, default: Any = None) -> Any:
+    """A header field: its wire name, its Java type, and whether RocketMQ marks it @CFNotNull.
+    ``default=MISSING`` makes the field mandatory in the constructor too."""
+    metadata = {"wire": wire, "kind": kind, "required": required}
+    return field(default=default, metadata=metadata)
+
+
+def _string(wire: str, *, required: bool = False, default: Any = None) -> Any:
+    return _f(wire, Kind.STRING, required=required, default=default)
+
+
+def _int(wire: str, *, required: bool = False, default: Any = None) -> Any:
+    return _f(wire, Kind.INT32, required=required, default=default)
+
+
+def _long(wire: str, *, required: bool = False, default: Any = None) -> Any:
+    return _f(wire, Kind.INT64, required=required, default=default)
+
+
+def _bool(wire: str, *, required: bool = False, default: Any = None) -> Any:
+    return _f(wire, Kind.BOOLEAN, required=required, default=default)
+
+
+def _specs(header: Any) -> tuple[Field[Any], ...]:
+    """The fields of a header class or instance (every CustomHeader subclass is a dataclass)."""
+    return fields(header)
+
+
+class CustomHeader:
+    """Base of every header dataclass: validation, ``to_ext_fields`` and ``from_ext_fields``."""
+
+    def __post_init__(self) -> None:
+        for spec in _specs(self):
+            value = getattr(self, spec.name)
+            wire, kind = spec.metadata["wire"], spec.metadata["kind"]
+            if value is None:
+                if spec.metadata["required"]:
+                    raise HeaderFieldError(type(self).__name__, wire, "is required")
+            elif not _fits(kind, value):
+                raise HeaderFieldError(type(self).__name__, wire, f"must be {kind.value}, got {value!r}")
+
+    def to_ext_fields(self) -> dict[str, str]:
+        ext: dict[str, str] = {}
+        for spec in _specs(self):
+            value = getattr(self, spec.name)
+            if value is not None:
+                ext[spec.metadata["wire"]] = _to_text(value)
+        return ext
+
+    @classmethod
+    def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
+        values: dict[str, Any] = {}
+        for spec in _specs(cls):
+            wire, kind = spec.metadata["wire"], spec.metadata["kind"]
+            raw = ext.get(wire)
+            if raw is None:
+                if spec.metadata["required"]:
+                    raise HeaderFieldError(cls.__name__, wire, "is missing (required)")
+                values[spec.name] = None if spec.default is MISSING else spec.default
+            else:
+                values[spec.name] = _parse(cls.__name__, wire, kind, raw)
+        return cls(**values)
+
+
+def _fits(kind: Kind, value: object) -> bool:
+    if kind is Kind.STRING:
+        return isinstance(value, str)
+    if kind is Kind.BOOLEAN:
+        return isinstance(value, bool)
+    low, high = _BOUNDS[kind]
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _to_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _parse(header: str, wire: str, kind: Kind, raw: str) -> object:
+    if kind is Kind.STRING:
+        return raw
+    if kind is Kind.BOOLEAN:
+        lowered = raw.lower()
+        if lowered not in ("true", "false"):
+            raise HeaderFieldError(header, wire, f"must be true or false, got {raw[:40]!r}")
+        return lowered == "true"
+    if _DECIMAL.fullmatch(raw) is None:
+        raise HeaderFieldError(header, wire, f"must be a decimal integer, got {raw[:40]!r}")
+    value = int(raw)
+    low, high = _BOUNDS[kind]
+    if not low <= value <= high:
+        raise HeaderFieldError(header, wire, f"{value} is outside {kind.value}")
+    return value
+
+
+# ------------------------------------------------------------------------- controller: brokers' calls
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokerHeartbeatRequestHeader(CustomHeader):
+    """904 BROKER_HEARTBEAT (oneway, broker -> controller); header/namesrv/BrokerHeartbeatRequestHeader."""
+
+    cluster_name: str = _string("clusterName", required=True, default=MISSING)
+    broker_addr: str = _string("brokerAddr", required=True, default=MISSING)
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+    broker_id: int | None = _long("brokerId")
+    epoch: int | None = _int("epoch")
+    max_offset: int | None = _long("maxOffset")
+    confirm_offset: int | None = _long("confirmOffset")
+    heartbeat_timeout_mills: int | None = _long("heartbeatTimeoutMills")
+    election_priority: int | None = _int("electionPriority")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetNextBrokerIdRequestHeader(CustomHeader):
+    """1012 CONTROLLER_GET_NEXT_BROKER_ID."""
+
+    cluster_name: str | None = _string("clusterName")
+    broker_name: str | None = _string("brokerName")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetNextBrokerIdResponseHeader(CustomHeader):
+    cluster_name: str | None = _string("clusterName")
+    broker_name: str | None = _string("brokerName")
+    next_broker_id: int | None = _long("nextBrokerId")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApplyBrokerIdRequestHeader(CustomHeader):
+    """1013 CONTROLLER_APPLY_BROKER_ID."""
+
+    cluster_name: str | None = _string("clusterName")
+    broker_name: str | None = _string("brokerName")
+    applied_broker_id: int | None = _long("appliedBrokerId")
+    register_check_code: str | None = _string("registerCheckCode")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApplyBrokerIdResponseHeader(CustomHeader):
+    cluster_name: str | None = _string("clusterName")
+    broker_name: str | None = _string("brokerName")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegisterBrokerToControllerRequestHeader(CustomHeader):
+    """1003 CONTROLLER_REGISTER_BROKER."""
+
+    cluster_name: str | None = _string("clusterName")
+    broker_name: str | None = _string("brokerName")
+    broker_id: int | None = _long("brokerId")
+    broker_address: str | None = _string("brokerAddress")
+    invoke_time: int | None = _long("invokeTime")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegisterBrokerToControllerResponseHeader(CustomHeader):
+    cluster_name: str | None = _string("clusterName")
+    broker_name: str | None = _string("brokerName")
+    master_broker_id: int | None = _long("masterBrokerId")
+    master_address: str | None = _string("masterAddress")
+    master_epoch: int | None = _int("masterEpoch")
+    sync_state_set_epoch: int | None = _int("syncStateSetEpoch")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlterSyncStateSetRequestHeader(CustomHeader):
+    """1001 CONTROLLER_ALTER_SYNC_STATE_SET; the new set travels in the body (bodies.SyncStateSet)."""
+
+    broker_name: str | None = _string("brokerName")
+    master_broker_id: int | None = _long("masterBrokerId")
+    master_epoch: int | None = _int("masterEpoch")
+    invoke_time: int | None = _long("invokeTime")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlterSyncStateSetResponseHeader(CustomHeader):
+    new_sync_state_set_epoch: int = _int("newSyncStateSetEpoch", default=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElectMasterRequestHeader(CustomHeader):
+    """1002 CONTROLLER_ELECT_MASTER. ``broker_id`` -1 lets the controller choose; with ``designate_elect``
+    an administrator asks for that broker (RocketMQ's ofAdminTrigger)."""
+
+    cluster_name: str = _string("clusterName", required=True, default="")
+    broker_name: str = _string("brokerName", required=True, default="")
+    broker_id: int = _long("brokerId", required=True, default=-1)
+    designate_elect: bool = _bool("designateElect", required=True, default=False)
+    invoke_time: int | None = _long("invokeTime")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElectMasterResponseHeader(CustomHeader):
+    """The answer to 1002; bodies.ElectMasterResponseBody carries the member group and the new set."""
+
+    master_broker_id: int | None = _long("masterBrokerId")
+    master_address: str | None = _string("masterAddress")
+    master_epoch: int | None = _int("masterEpoch")
+    sync_state_set_epoch: int | None = _int("syncStateSetEpoch")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetReplicaInfoRequestHeader(CustomHeader):
+    """1004 CONTROLLER_GET_REPLICA_INFO; the answer's body is bodies.SyncStateSet."""
+
+    broker_name: str | None = _string("brokerName")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetReplicaInfoResponseHeader(CustomHeader):
+    master_broker_id: int | None = _long("masterBrokerId")
+    master_address: str | None = _string("masterAddress")
+    master_epoch: int | None = _int("masterEpoch")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotifyBrokerRoleChangedRequestHeader(CustomHeader):
+    """1008 NOTIFY_BROKER_ROLE_CHANGED (oneway, controller -> broker); the body is bodies.SyncStateSet."""
+
+    master_address: str | None = _string("masterAddress")
+    master_epoch: int | None = _int("masterEpoch")
+    sync_state_set_epoch: int | None = _int("syncStateSetEpoch")
+    master_broker_id: int | None = _long("masterBrokerId")
+
+
+# --------------------------------------------------------------------------- controller: admin calls
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetMetaDataResponseHeader(CustomHeader):
+    """The answer to 1005 CONTROLLER_GET_METADATA_INFO (the request has no header)."""
+
+    group: str | None = _string("group")
+    controller_leader_id: str | None = _string("controllerLeaderId")
+    controller_leader_address: str | None = _string("controllerLeaderAddress")
+    is_leader: bool = _bool("isLeader", default=False)
+    peers: str | None = _string("peers")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CleanControllerBrokerDataRequestHeader(CustomHeader):
+    """1011 CLEAN_BROKER_DATA. ``broker_controller_ids_to_clean`` is a ';'-separated id list.
+    (1009 UPDATE_CONTROLLER_CONFIG and 1010 GET_CONTROLLER_CONFIG carry no header: their bodies are
+    Java properties text.)"""
+
+    cluster_name: str | None = _string("clusterName")
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+    broker_controller_ids_to_clean: str | None = _string("brokerControllerIdsToClean")
+    is_clean_living_broker: bool = _bool("isCleanLivingBroker", default=False)
+    invoke_time: int | None = _long("invokeTime")
+
+
+# ------------------------------------------------------------------------------------ name server
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetRouteInfoRequestHeader(CustomHeader):
+    """105 GET_ROUTEINFO_BY_TOPIC; the answer's body is bodies.TopicRouteData. The last five fields come
+    from RocketMQ's RpcRequestHeader/TopicRequestHeader, under their short wire names."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    accept_standard_json_only: bool | None = _bool("acceptStandardJsonOnly")
+    logical: bool | None = _bool("lo")
+    namespace: str | None = _string("ns")
+    namespaced: bool | None = _bool("nsd")
+    broker_name: str | None = _string("bname")
+    oneway: bool | None = _bool("oway")
+
+
+#: The request header class of each request code that has one.
+REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
+    RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
+    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetRequestHeader,
+    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterRequestHeader,
+    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerRequestHeader,
+    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoRequestHeader,
+    RequestCode.NOTIFY_BROKER_ROLE_CHANGED: NotifyBrokerRoleChangedRequestHeader,
+    RequestCode.CLEAN_BROKER_DATA: CleanControllerBrokerDataRequestHeader,
+    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdRequestHeader,
+    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdRequestHeader,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+}
+
+#: The response header class of each request code whose answer has one.
+RESPONSE_HEADERS: dict[int, type[CustomHeader]] = {
+    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetResponseHeader,
+    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterResponseHeader,
+    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerResponseHeader,
+    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoResponseHeader,
+    RequestCode.CONTROLLER_GET_METADATA_INFO: GetMetaDataResponseHeader,
+    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdResponseHeader,
+    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdResponseHeader,
+}
+
+__all__ = [
+    "REQUEST_HEADERS",
+    "RESPONSE_HEADERS",
+    "AlterSyncStateSetRequestHeader",
+    "AlterSyncStateSetResponseHeader",
+    "ApplyBrokerIdRequestHeader",
+    "ApplyBrokerIdResponseHeader",
+    "BrokerHeartbeatRequestHeader",
+    "CleanControllerBrokerDataRequestHeader",
+    "CustomHeader",
+    "ElectMasterRequestHeader",
+    "ElectMasterResponseHeader",
+    "GetMetaDataResponseHeader",
+    "GetNextBrokerIdRequestHeader",
+    "GetNextBrokerIdResponseHeader",
+    "GetReplicaInfoRequestHeader",
+    "GetReplicaInfoResponseHeader",
+    "GetRouteInfoRequestHeader",
+    "Kind",
+    "NotifyBrokerRoleChangedRequestHeader",
+    "RegisterBrokerToControllerRequestHeader",
+    "RegisterBrokerToControllerResponseHeader",
+]

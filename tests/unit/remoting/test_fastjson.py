@@ -1,0 +1,200 @@
+"""JSON as RocketMQ's fastjson 1.x writes it (services/remoting/fastjson.py): bare integer map keys are read,
+nothing else outside RFC 8259 is, limits hold, and the writer produces fastjson's compact sorted form.
+
+fastjson's behaviour followed here: a HashMap with Long keys is written with the keys unquoted
+(BrokerData.brokerAddrs, RocketMQ 8fc57f1 remoting/.../route/BrokerData.java:39, ``{0:"host:port"}``);
+SerializerFeature.BrowserCompatible (used by the name server's route answers for new clients,
+namesrv/.../ClientRequestProcessor.java:84) quotes them and escapes non-ASCII characters.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.remoting.errors import BodyError
+from services.remoting.fastjson import DEFAULT_MAX_DEPTH, JsonValue, dumps, loads
+
+# ----------------------------------------------------------------------------------------- reading
+
+
+def test_bare_integer_keys_are_ints() -> None:
+    assert loads(b'{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}}') == {
+        "brokerAddrs": {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}}
+    assert loads(b"{-1:true, 9223372036854775807 : null}") == {-1: True, 2**63 - 1: None}
+
+
+def test_quoted_keys_stay_strings() -> None:
+    assert loads(b'{"0":"a"}') == {"0": "a"}
+
+
+def test_standard_json() -> None:
+    text = b' {"a": [1, -2.5e3, 0.1, true, false, null, "x\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00"]}\n'
+    assert loads(text) == json.loads(text)
+    assert loads('"\u00e9\U0001f600"') == "\u00e9\U0001f600"
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    (b"", "unexpected end"),
+    (b"   ", "unexpected end"),
+    (b"{} {}", "unexpected data after"),
+    (b"NaN", "expected a value"),
+    (b"Infinity", "expected a value"),
+    (b"-Infinity", "malformed number"),
+    (b'{"a":NaN}', "expected a value"),
+    (b"/* c */ 1", "expected a value"),
+    (b"[1,]", "expected a value"),
+    (b'{"a":1,}', "expected a string or an integer key"),
+    (b"[1 2]", "expected ']'"),
+    (b'{"a" 1}', "expected ':'"),
+    (b"{'a':1}", "expected a string or an integer key"),
+    (b"{a:1}", "expected a string or an integer key"),
+    (b"{01:1}", "expected a string or an integer key"),
+    (b"{1.5:1}", "expected a string or an integer key"),
+    (b"{1e3:1}", "expected a string or an integer key"),
+    (b"{+1:1}", "expected a string or an integer key"),
+    (b"01", "unexpected data after"),
+    (b"1.", "unexpected data after"),
+    (b".5", "expected a value"),
+    (b"+1", "expected a value"),
+    (b"tru", "expected a value"),
+    (b'"a\x01b"', "control character"),
+    (b'"a\\xb"', "bad escape"),
+    (b'"\\u12"', "bad escape"),
+    (b'"abc', "unterminated"),
+    (b'"\\ud800"', "lone UTF-16 surrogate"),
+    (b'"\\udc00\\ud800"', "lone UTF-16 surrogate"),
+    (b'{"a":1,"a":2}', "duplicate key 'a'"),
+    (b"{0:1,0:2}", "duplicate key 0"),
+    (b"9223372036854775808", "outside int64"),
+    (b"{-9223372036854775809:1}", "outside int64"),
+    (b"1e400", "out of range"),
+    (b"1" * 65, "longer than 64"),
+    (b"1" * 5000, "longer than 64"),
+    (b"\xef\xbb\xbf{}", "expected a value"),  # a byte-order mark is not JSON
+    (b"\x0b{}", "expected a value"),
+    (b"\xa0{}", "not UTF-8"),
+    (b"\xff", "not UTF-8"),
+])
+def test_refused(text: bytes, match: str) -> None:
+    with pytest.raises(BodyError, match=match):
+        loads(text)
+
+
+def test_error_names_what_and_where() -> None:
+    with pytest.raises(BodyError, match=r"^SyncStateSet body is not valid JSON at offset 6: expected a value"):
+        loads(b'{"a": }', what="SyncStateSet body")
+
+
+def test_depth_limit() -> None:
+    assert loads(b"[" * DEFAULT_MAX_DEPTH + b"]" * DEFAULT_MAX_DEPTH) is not None
+    with pytest.raises(BodyError, match="nested deeper than 32"):
+        loads(b"[" * (DEFAULT_MAX_DEPTH + 1) + b"]" * (DEFAULT_MAX_DEPTH + 1))
+    with pytest.raises(BodyError, match="nested deeper"):
+        loads(b"[" * 200_000)  # no RecursionError
+
+
+def test_size_limit() -> None:
+    with pytest.raises(BodyError, match="101 bytes, more than the limit of 100"):
+        loads(b" " * 100 + b"1", max_bytes=100)
+
+
+def test_long_unterminated_string_fails_fast() -> None:
+    with pytest.raises(BodyError, match="unterminated"):
+        loads(b'"' + b"a\\n" * 300_000)
+
+
+TOKENS = ['{', '}', '[', ']', ':', ',', ' ', '"a"', '"b"', '0', '-1', '01', '1.5', '1e2', 'true', 'null',
+          'NaN', "'x'", 'x', '"\\u0000"', '"\\ud800"', '"\x01"', '9223372036854775808', '\n']
+
+
+@given(st.lists(st.sampled_from(TOKENS), max_size=25))
+@settings(max_examples=500)
+def test_token_soup_is_json_or_refused(tokens: list[str]) -> None:
+    """Whatever we accept is JSON that Python reads the same way, or uses bare integer keys."""
+    text = "".join(tokens)
+    try:
+        ours = loads(text)
+    except BodyError:
+        return
+    if "{" in text and _has_int_keys(ours):
+        return
+    assert json.loads(text) == ours
+
+
+def _has_int_keys(value: JsonValue) -> bool:
+    if isinstance(value, dict):
+        return any(isinstance(k, int) or _has_int_keys(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_int_keys(v) for v in value)
+    return False
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_give_a_value_or_a_body_error(data: bytes) -> None:
+    try:
+        loads(data)
+    except BodyError:
+        pass
+
+
+# ----------------------------------------------------------------------------------------- writing
+
+
+def test_written_compact_and_sorted() -> None:
+    assert dumps({"b": 1, "a": [True, None, "x"], "c": {}}) == '{"a":[true,null,"x"],"b":1,"c":{}}'
+
+
+def test_int_keys_bare_and_numerically_sorted() -> None:
+    assert dumps({10: "x", 2: "y", -1: "z"}) == '{-1:"z",2:"y",10:"x"}'
+
+
+def test_standard_mode_quotes_int_keys_and_escapes_non_ascii() -> None:
+    assert dumps({1: "é"}, standard=True) == '{"1":"\\u00e9"}'
+    assert dumps({1: "é"}) == '{1:"é"}'
+
+
+def test_null_entries_left_out_and_sets_sorted() -> None:
+    assert dumps({"a": None, "b": frozenset({3, 1, 2}), "c": (1,)}) == '{"b":[1,2,3],"c":[1]}'
+
+
+def test_escapes() -> None:
+    assert dumps('"\\\n\x00/') == '"\\"\\\\\\n\\u0000/"'
+
+
+@pytest.mark.parametrize("value", [b"x", object(), {1.5: 1}, {True: 1}, {None: 1}])
+def test_unwritable_types(value: object) -> None:
+    with pytest.raises(TypeError):
+        dumps(value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "\ud800"])
+def test_unwritable_values(value: object) -> None:
+    with pytest.raises(ValueError):
+        dumps(value)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(
+        st.characters(codec="utf-8")) | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.text(max_size=5), children.filter(lambda v: v is not None), max_size=4) | st.dictionaries(
+        st.integers(-5, 5), children.filter(lambda v: v is not None), max_size=4),
+    max_leaves=20)
+
+
+@given(json_values)
+def test_round_trip(value: JsonValue) -> None:
+    assert loads(dumps(value)) == value
+    assert loads(dumps(value, standard=True).encode()) == _quote_keys(value)
+
+
+def _quote_keys(value: JsonValue) -> JsonValue:
+    if isinstance(value, dict):
+        return {str(k): _quote_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_quote_keys(v) for v in value]
+    return value
