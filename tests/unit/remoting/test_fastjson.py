@@ -10,13 +10,14 @@ namesrv/.../ClientRequestProcessor.java:84) quotes them and escapes non-ASCII ch
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.remoting.errors import BodyError
-from services.remoting.fastjson import DEFAULT_MAX_DEPTH, JsonValue, dumps, loads
+from services.remoting.fastjson import DEFAULT_MAX_DEPTH, JsonValue, _Parser, dumps, loads
 
 # ----------------------------------------------------------------------------------------- reading
 
@@ -123,6 +124,43 @@ def test_token_soup_is_json_or_refused(tokens: list[str]) -> None:
     if "{" in text and _has_int_keys(ours):
         return
     assert json.loads(text) == ours
+
+
+def full_parser(text: str) -> JsonValue | BodyError:
+    try:
+        return _Parser(text, DEFAULT_MAX_DEPTH, "body").document()
+    except BodyError as exc:
+        return exc
+
+
+@given(st.lists(st.sampled_from([*TOKENS, '"\\ud83d\\ude00"', '1e400', '"a"', '2.5', '[[[[[[[[', ']]]]]]]]']),
+                max_size=40))
+@settings(max_examples=500)
+def test_fast_path_agrees_with_the_full_parser(tokens: list[str]) -> None:
+    """loads tries Python's json first; whatever it returns, or refuses, the full parser does the same."""
+    text = "".join(tokens)
+    expected = full_parser(text)
+    try:
+        got: JsonValue | BodyError = loads(text)
+    except BodyError as exc:
+        got = exc
+    if isinstance(expected, BodyError):
+        assert isinstance(got, BodyError) and str(got) == str(expected)
+    else:
+        assert got == expected
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":1,"a":2}', '[1e400]', '[NaN]', '"\\ud800"', '[' * 40 + ']' * 40, '[' + '1' * 70 + ']',
+    '{"k":9223372036854775808}', '{0:"a"}', '[0.' + '1' * 70 + ']', '"\ud800"',
+])
+def test_fast_path_defers_to_the_full_parser(text: str) -> None:
+    expected = full_parser(text)
+    if isinstance(expected, BodyError):
+        with pytest.raises(BodyError, match=re.escape(str(expected))):
+            loads(text)
+    else:
+        assert loads(text) == expected
 
 
 def _has_int_keys(value: JsonValue) -> bool:
