@@ -1,0 +1,132 @@
+"""The I/O shell of a remoting server connection: bytes from the socket go through a ``FrameDecoder``,
+each request is handled in its own task (many in flight on one connection, answered by ``opaque`` in
+whatever order they finish), and answers are written in the request's serialize type.
+
+What is bounded: one frame (``max_frame_size``, checked from its length prefix), requests in flight on one
+connection (``max_in_flight``; reading pauses beyond it), and silence (``idle_timeout_s`` without a byte
+closes the connection). A malformed frame closes the connection; a handler that raises is answered
+``SYSTEM_ERROR`` without its details, and logged. ``on_closed`` runs once when the connection ends, so a
+server can treat a broker's connection closing as that broker going away, as RocketMQ's controller does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from services.common.codes import ResponseCode
+from services.remoting.codec import MAX_FRAME_SIZE, FrameDecoder, encode
+from services.remoting.command import RemotingCommand, make_response
+from services.remoting.errors import RemotingProtocolError
+
+log = logging.getLogger(__name__)
+
+#: A handler answers one request (None for a oneway request, or to send nothing).
+Handler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
+
+
+class RemotingConnection(asyncio.Protocol):
+    def __init__(self, handler: Handler, *, max_frame_size: int = MAX_FRAME_SIZE, max_in_flight: int = 256,
+                 idle_timeout_s: float = 120.0, on_closed: Callable[[RemotingConnection], None] | None = None,
+                 server_state: Any = None) -> None:
+        self.handler = handler
+        self.decoder = FrameDecoder(max_frame_size)
+        self.max_in_flight = max_in_flight
+        self.idle_timeout_s = idle_timeout_s
+        self.on_closed = on_closed
+        self.server_state = server_state
+        self.peer = "?"
+        self.attributes: dict[str, Any] = {}  # what a handler learns about its peer (e.g. a broker's id)
+        self._transport: asyncio.Transport | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._paused = False
+        self._closed = False
+        self._idle: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if self.server_state is not None:
+            self.server_state.connections.add(self)
+        self._arm_idle()
+
+    def data_received(self, data: bytes) -> None:
+        self._arm_idle()
+        try:
+            commands = self.decoder.feed(data)
+        except RemotingProtocolError as exc:
+            log.info("remoting connection from %s closed: %s", self.peer, exc)
+            self.close()
+            return
+        for command in commands:
+            if command.is_response:
+                continue  # this server sends no requests of its own on an accepted connection
+            task = asyncio.get_running_loop().create_task(self._serve(command))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+        if len(self._tasks) >= self.max_in_flight and not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if self._idle is not None:
+            self._idle.cancel()
+        for task in self._tasks:
+            task.cancel()
+        if self.server_state is not None:
+            self.server_state.connections.discard(self)
+        if self.on_closed is not None:
+            self.on_closed(self)
+
+    # ------------------------------------------------------------------ uvicorn's shutdown hook
+    def shutdown(self) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+    def close(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def send(self, command: RemotingCommand) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(encode(command, self.decoder.max_frame_size))
+
+    def _arm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = asyncio.get_running_loop().call_later(self.idle_timeout_s, self._idle_out)
+
+    def _idle_out(self) -> None:
+        if not self._tasks:
+            log.info("remoting connection from %s closed: idle for %.0f s", self.peer, self.idle_timeout_s)
+            self.close()
+        else:
+            self._arm_idle()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._paused and len(self._tasks) < self.max_in_flight // 2 and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+
+    async def _serve(self, request: RemotingCommand) -> None:
+        try:
+            answer = await self.handler(request, self)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("remoting request %d from %s failed", request.code, self.peer)
+            answer = None if request.is_oneway else make_response(
+                request, ResponseCode.SYSTEM_ERROR, "internal error while serving the request")
+        if answer is None or request.is_oneway or self._closed:
+            return
+        try:
+            self.send(answer)
+        except ValueError as exc:  # an answer too large for a frame, or not encodable
+            log.error("cannot answer remoting request %d from %s: %s", request.code, self.peer, exc)
+            self.send(make_response(request, ResponseCode.SYSTEM_ERROR, "the answer cannot be encoded"))

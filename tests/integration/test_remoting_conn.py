@@ -1,0 +1,106 @@
+"""The remoting server connection shell (services/common/remoting_conn.py) on a real loopback socket:
+requests multiplexed by opaque and answered as they finish, oneway requests unanswered, a failing handler
+answered SYSTEM_ERROR, a malformed frame or silence closing the connection, and on_closed called once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from services.common.codes import ResponseCode
+from services.common.remoting_conn import RemotingConnection
+from services.remoting.codec import FrameDecoder, encode
+from services.remoting.command import RemotingCommand, make_request, make_response
+
+pytestmark = pytest.mark.integration
+
+
+async def handler(request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+    if request.code == 1:  # slow
+        await asyncio.sleep(0.2)
+    if request.code == 3:
+        raise RuntimeError("secret detail")
+    if request.is_oneway:
+        conn.attributes["oneway"] = conn.attributes.get("oneway", 0) + 1
+        return None
+    return make_response(request, ResponseCode.SUCCESS, remark=f"done {request.code}")
+
+
+def run(scenario: Callable[[str, int, list[RemotingConnection]], Awaitable[None]], idle_s: float = 5.0) -> None:
+    async def main() -> None:
+        closed: list[RemotingConnection] = []
+        loop = asyncio.get_running_loop()
+        srv = await loop.create_server(
+            lambda: RemotingConnection(handler, idle_timeout_s=idle_s, on_closed=closed.append), "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        try:
+            await asyncio.wait_for(scenario("127.0.0.1", port, closed), 10)
+        finally:
+            srv.close()
+            await srv.wait_closed()
+    asyncio.run(main())
+
+
+async def read_commands(reader: asyncio.StreamReader, n: int) -> list[RemotingCommand]:
+    decoder, got = FrameDecoder(), []
+    while len(got) < n:
+        data = await reader.read(4096)
+        assert data, f"closed after {len(got)} answers"
+        got += decoder.feed(data)
+    return got
+
+
+def test_requests_in_flight_are_answered_as_they_finish() -> None:
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(encode(make_request(1, opaque=10)) + encode(make_request(2, opaque=11))
+                     + encode(make_request(2, opaque=12, oneway=True)) + encode(make_request(3, opaque=13)))
+        answers = await read_commands(reader, 3)
+        assert [a.opaque for a in answers] == [11, 13, 10]  # the slow one last
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR, ResponseCode.SUCCESS]
+        assert all(a.is_response for a in answers)
+        assert "secret" not in str(answers[1].remark)
+        writer.close()
+        for _ in range(100):
+            if closed:
+                break
+            await asyncio.sleep(0.01)
+        assert len(closed) == 1 and closed[0].attributes == {"oneway": 1}
+    run(scenario)
+
+
+def test_a_malformed_frame_closes_the_connection() -> None:
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"\x00\x00\x00\x08\x07\x00\x00\x00garbage!")  # serialize type 7
+        assert await reader.read(100) == b""
+    run(scenario)
+
+
+def test_a_huge_length_prefix_is_refused_before_any_body_is_read() -> None:
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"\x7f\xff\xff\xff")
+        assert await reader.read(100) == b""
+    run(scenario)
+
+
+def test_a_silent_connection_is_closed() -> None:
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        reader, _ = await asyncio.open_connection(host, port)
+        assert await reader.read(100) == b""
+    run(scenario, idle_s=0.3)
+
+
+def test_the_answer_keeps_the_request_serialize_type() -> None:
+    from services.remoting.command import SerializeType
+
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(encode(make_request(2, opaque=5, serialize_type=SerializeType.ROCKETMQ)))
+        [answer] = await read_commands(reader, 1)
+        assert answer.serialize_type is SerializeType.ROCKETMQ and answer.opaque == 5
+        writer.close()
+    run(scenario)
