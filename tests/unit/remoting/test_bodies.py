@@ -12,7 +12,7 @@ route/QueueData.java:24, route/TopicRouteData.java:34.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.remoting.bodies import (
@@ -139,12 +139,14 @@ names = st.text(min_size=1, max_size=8)
 
 @given(st.builds(BrokerData, names, names, st.dictionaries(ids, names, max_size=3), st.none() | names,
                  st.booleans()))
+@settings(deadline=None)
 def test_broker_data_round_trip(data: BrokerData) -> None:
     assert BrokerData.decode(data.encode()) == data
     assert BrokerData.decode(data.encode(standard=True)) == data
 
 
 @given(st.binary(max_size=120))
+@settings(deadline=None)
 def test_any_bytes_give_a_body_or_a_body_error(data: bytes) -> None:
     for cls in (ClusterInfo, TopicRouteData, BrokerReplicasInfo, ElectMasterResponseBody):
         try:

@@ -113,7 +113,7 @@ TOKENS = ['{', '}', '[', ']', ':', ',', ' ', '"a"', '"b"', '0', '-1', '01', '1.5
 
 
 @given(st.lists(st.sampled_from(TOKENS), max_size=25))
-@settings(max_examples=500)
+@settings(deadline=None, max_examples=500)
 def test_token_soup_is_json_or_refused(tokens: list[str]) -> None:
     """Whatever we accept is JSON that Python reads the same way, or uses bare integer keys."""
     text = "".join(tokens)
@@ -135,7 +135,7 @@ def full_parser(text: str) -> JsonValue | BodyError:
 
 @given(st.lists(st.sampled_from([*TOKENS, '"\\ud83d\\ude00"', '1e400', '"a"', '2.5', '[[[[[[[[', ']]]]]]]]']),
                 max_size=40))
-@settings(max_examples=500)
+@settings(deadline=None, max_examples=500)
 def test_fast_path_agrees_with_the_full_parser(tokens: list[str]) -> None:
     """loads tries Python's json first; whatever it returns, or refuses, the full parser does the same."""
     text = "".join(tokens)
@@ -172,6 +172,7 @@ def _has_int_keys(value: JsonValue) -> bool:
 
 
 @given(st.binary(max_size=200))
+@settings(deadline=None)
 def test_any_bytes_give_a_value_or_a_body_error(data: bytes) -> None:
     try:
         loads(data)
@@ -225,6 +226,7 @@ json_values = st.recursive(
 
 
 @given(json_values)
+@settings(deadline=None)
 def test_round_trip(value: JsonValue) -> None:
     assert loads(dumps(value)) == value
     assert loads(dumps(value, standard=True).encode()) == _quote_keys(value)

@@ -10,7 +10,7 @@ line of its first field under remoting/src/main/java/org/apache/rocketmq/remotin
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.remoting.codec import decode_frame, encode
@@ -195,6 +195,7 @@ def test_request_headers_by_code() -> None:
 
 @given(st.dictionaries(st.sampled_from(["clusterName", "brokerAddr", "brokerName", "brokerId", "epoch",
                                         "maxOffset", "electionPriority", "x"]), st.text(max_size=25)))
+@settings(deadline=None)
 def test_any_ext_fields_give_a_header_or_a_field_error(ext: dict[str, str]) -> None:
     try:
         header = BrokerHeartbeatRequestHeader.from_ext_fields(ext)

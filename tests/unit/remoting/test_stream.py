@@ -135,12 +135,13 @@ def commands(draw: st.DrawFn) -> RemotingCommand:
 
 
 @given(commands())
+@settings(deadline=None)
 def test_round_trip(command: RemotingCommand) -> None:
     assert decode_frame(encode(command)) == command
 
 
 @given(st.lists(commands(), min_size=1, max_size=5), st.data())
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_streams_of_commands_in_any_pieces(sent: list[RemotingCommand], data: st.DataObject) -> None:
     stream = b"".join(encode(c) for c in sent)
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=12))
@@ -162,6 +163,7 @@ def outcome_of(decoder: FrameDecoder, pieces: list[bytes]) -> None:
 
 
 @given(st.lists(st.binary(max_size=200), max_size=8), st.integers(8, 4096))
+@settings(deadline=None)
 def test_any_bytes_in_any_pieces(pieces: list[bytes], limit: int) -> None:
     outcome_of(FrameDecoder(max_frame_size=limit), pieces)
 
@@ -178,6 +180,7 @@ def framed_noise(draw: st.DrawFn) -> bytes:
 
 
 @given(st.lists(framed_noise(), min_size=1, max_size=4), st.data())
+@settings(deadline=None)
 def test_framed_noise_in_any_pieces(frames: list[bytes], data: st.DataObject) -> None:
     stream = b"".join(frames)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
@@ -186,6 +189,7 @@ def test_framed_noise_in_any_pieces(frames: list[bytes], data: st.DataObject) ->
 
 
 @given(commands(), st.data())
+@settings(deadline=None)
 def test_one_flipped_byte_never_escapes(command: RemotingCommand, data: st.DataObject) -> None:
     raw = bytearray(encode(command))
     index = data.draw(st.integers(0, len(raw) - 1))
@@ -194,7 +198,7 @@ def test_one_flipped_byte_never_escapes(command: RemotingCommand, data: st.DataO
 
 
 @given(st.binary(max_size=64))
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 def test_rocketmq_header_noise(noise: bytes) -> None:
     header = struct.pack(">hBhiii", 1, 0, 0, 1, 0, 0) + noise
     raw = struct.pack(">ii", 4 + len(header), 1 << 24 | len(header)) + header
