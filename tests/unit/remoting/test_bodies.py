@@ -37,26 +37,34 @@ from services.remoting.errors import BodyError
 A1, A2 = "127.0.0.1:30911", "127.0.0.1:30921"
 
 GOLDEN: list[tuple[Body, bytes]] = [
+    # body/SyncStateSet.java:25-26: Set<Long> syncStateSet, int syncStateSetEpoch
     (SyncStateSet(frozenset({2, 1}), 3), b'{"syncStateSet":[1,2],"syncStateSetEpoch":3}'),
+    # body/BrokerReplicasInfo.java:27 replicasInfoTable; ReplicasInfo :48-54; ReplicaIdentity :130-134
     (BrokerReplicasInfo({"broker-a": ReplicasInfo(
         1, A1, 2, 3, (ReplicaIdentity("broker-a", 1, A1, True),), (ReplicaIdentity("broker-a", 2, A2, False),))}),
      (b'{"replicasInfoTable":{"broker-a":{"inSyncReplicas":[{"alive":true,"brokerAddress":"127.0.0.1:30911",'
      b'"brokerId":1,"brokerName":"broker-a"}],"masterAddress":"127.0.0.1:30911","masterBrokerId":1,'
      b'"masterEpoch":2,"notInSyncReplicas":[{"alive":false,"brokerAddress":"127.0.0.1:30921","brokerId":2,'
      b'"brokerName":"broker-a"}],"syncStateSetEpoch":3}}}')),
+    # body/EpochEntryCache.java:24-28; EpochEntry.java:24-26 (endOffset defaults to Long.MAX_VALUE)
     (EpochEntryCache("DefaultCluster", "broker-a", 1, (EpochEntry(1, 0, 1024), EpochEntry(2, 1024)), 2048),
      (b'{"brokerId":1,"brokerName":"broker-a","clusterName":"DefaultCluster","epochList":[{"endOffset":1024,'
      b'"epoch":1,"startOffset":0},{"endOffset":9223372036854775807,"epoch":2,"startOffset":1024}],'
      b'"maxOffset":2048}')),
+    # body/ElectMasterResponseBody.java:26-27; body/BrokerMemberGroup.java:27-29 (Map<Long, String>: bare keys)
     (ElectMasterResponseBody(BrokerMemberGroup("DefaultCluster", "broker-a", {2: A2, 1: A1}), frozenset({1, 2})),
      (b'{"brokerMemberGroup":{"brokerAddrs":{1:"127.0.0.1:30911",2:"127.0.0.1:30921"},"brokerName":"broker-a",'
      b'"cluster":"DefaultCluster"},"syncStateSet":[1,2]}')),
     (ElectMasterResponseBody(None), b'{"syncStateSet":[]}'),
+    # body/ClusterInfo.java:29-30; route/BrokerData.java:32-46 (HashMap<Long, String> brokerAddrs: bare keys;
+    # zoneName null, so left out)
     (ClusterInfo({"broker-a": BrokerData("DefaultCluster", "broker-a", {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"})},
                  {"DefaultCluster": frozenset({"broker-a"})}),
      (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"},'
      b'"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}},'
      b'"clusterAddrTable":{"DefaultCluster":["broker-a"]}}')),
+    # route/TopicRouteData.java:34-39 (orderTopicConf and topicQueueMappingByBroker null: left out);
+    # route/QueueData.java:24-28
     (TopicRouteData((QueueData("broker-a", 4, 4, 6, 0),),
                     (BrokerData("DefaultCluster", "broker-a", {0: "10.0.0.1:10911"}, zone_name="z1"),)),
      (b'{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster",'
