@@ -42,7 +42,7 @@ from services.remoting import fastjson
 from services.remoting.command import INT32_MAX, INT32_MIN, LanguageCode, RemotingCommand, SerializeType
 from services.remoting.errors import BodyError, RemotingProtocolError
 
-__all__ = ["MAX_FRAME_SIZE", "FrameDecoder", "decode_frame", "encode"]
+__all__ = ["MAX_FRAME_SIZE", "FrameDecoder", "decode_frame", "decode_payload", "encode"]
 
 #: RocketMQ's limit (NettyDecoder's frameMaxLength): a whole frame, length field included.
 MAX_FRAME_SIZE = 16 * 1024 * 1024
