@@ -13,6 +13,9 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from services.common.sniff import BinaryFactory, sniffing_protocol
 
 
 class GracefulServer(uvicorn.Server):
@@ -47,8 +50,9 @@ def quiet_gc() -> None:
 
 
 def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Awaitable[None]],
-                on_stop: Callable[[], Awaitable[None]]) -> GracefulServer:
-    """A server for ``app`` whose lifespan runs ``on_start`` before serving and ``on_stop`` after."""
+                on_stop: Callable[[], Awaitable[None]], binary: BinaryFactory | None = None) -> GracefulServer:
+    """A server for ``app`` whose lifespan runs ``on_start`` before serving and ``on_stop`` after. With
+    ``binary``, the same port also serves RocketMQ's remoting protocol (services/common/sniff.py)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -59,4 +63,5 @@ def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Await
 
     app.router.lifespan_context = lifespan
     return GracefulServer(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                         lifespan="on", timeout_graceful_shutdown=3))
+                                         lifespan="on", timeout_graceful_shutdown=3,
+                                         http=sniffing_protocol(HttpToolsProtocol, binary)))

@@ -29,8 +29,17 @@ from services.common.auth import auth_headers
 from services.common.clock import Clock, SystemClock
 from services.common.codes import ResponseCode
 from services.common.durable import atomic_write
+from services.common.errors import ConfigError, MqctlError
 from services.common.props import format_properties, load_properties
-from services.controller.config import ControllerConfig, Peer, config_from_properties
+from services.common.remoting_client import RemotingClient
+from services.controller.config import (
+    BLACK_LIST,
+    FIELD_NAMES,
+    RUNTIME_UPDATABLE,
+    ControllerConfig,
+    Peer,
+    config_from_properties,
+)
 from services.controller.elect_policy import DefaultElectPolicy
 from services.controller.events import stamp
 from services.controller.heartbeat import (
@@ -38,6 +47,9 @@ from services.controller.heartbeat import (
     BrokerHeartbeatManager,
     Heartbeat,
 )
+
+#: The longest heartbeat timeout a broker may ask for (RocketMQ's default is 10 s).
+MAX_HEARTBEAT_TIMEOUT_MS = 10 * 60 * 1000
 from services.controller.raft import RaftError, RaftNode
 from services.controller.state_machine import ControllerResult, ElectMasterRequest, ReplicasInfoManager
 
@@ -64,6 +76,9 @@ class ControllerManager:
         self._http: httpx.AsyncClient | None = None
         self.elections: dict[str, int] = {}
         self.leader_since_ms: int | None = None
+        #: Brokers that registered over the remoting protocol: role changes are pushed to them in it.
+        self.remoting_brokers: set[tuple[str, int]] = set()
+        self._remoting: RemotingClient | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def attach_raft(self, raft: RaftNode) -> None:
@@ -81,6 +96,7 @@ class ControllerManager:
         self._loop = asyncio.get_running_loop()
         self._barrier_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(timeout=3.0, headers=auth_headers(self.config.authToken or None))
+        self._remoting = RemotingClient(timeout_s=3.0)
         self._tasks = [asyncio.create_task(self._heartbeat_scan_loop(), name="heartbeat-scan"),
                        asyncio.create_task(self._inactive_master_scan_loop(), name="inactive-master-scan")]
         if self.raft is not None and self.raft.is_leader():
@@ -96,6 +112,8 @@ class ControllerManager:
                 pass
         if self._http is not None:
             await self._http.aclose()
+        if self._remoting is not None:
+            await self._remoting.close()
 
     def _leadership_changed(self, is_leader: bool) -> None:
         if is_leader:
@@ -118,6 +136,28 @@ class ControllerManager:
                 self._serving = True
                 self.leader_since_ms = self.clock.monotonic_ms()
                 log.info("this controller is now the leader and serving requests")
+
+    def apply_config_update(self, props: dict[str, str]) -> ControllerResult:
+        """A runtime config update as an API answers it: refused for the black list, unknown keys and
+        properties that need a restart; persisted otherwise."""
+        if not props:
+            return ControllerResult(code=int(ResponseCode.INVALID_PARAMETER), remark="no properties to update")
+        for key in props:
+            if key in BLACK_LIST:
+                return ControllerResult(code=int(ResponseCode.NO_PERMISSION),
+                                        remark="Can not update config in black list.")
+            if key not in FIELD_NAMES:
+                return ControllerResult(code=int(ResponseCode.INVALID_PARAMETER),
+                                        remark=f"unknown controller property {key!r}")
+            if key not in RUNTIME_UPDATABLE:
+                return ControllerResult(code=int(ResponseCode.NO_PERMISSION),
+                                        remark=f"{key} cannot be changed on a running controller; edit the config "
+                                               "file and restart it")
+        try:
+            self.update_config(props)
+        except ConfigError as exc:
+            return ControllerResult(code=int(ResponseCode.INVALID_PARAMETER), remark=exc.remark)
+        return ControllerResult(data={"config": self.config.as_properties()})
 
     def update_config(self, props: dict[str, str]) -> None:
         """Apply runtime updates and persist them so they survive a restart (any node, not replicated)."""
@@ -184,6 +224,14 @@ class ControllerManager:
 
     def on_heartbeat(self, hb: Heartbeat) -> None:
         self.heartbeats.on_heartbeat(hb)
+
+    @staticmethod
+    def bounded_heartbeat_timeout(value: int | None) -> int:
+        """A broker's heartbeat timeout as the live table may hold it: its default when absent, and never
+        beyond MAX_HEARTBEAT_TIMEOUT_MS (a huge value would keep a dead master 'alive')."""
+        if value is None or value <= 0:
+            return DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+        return min(value, MAX_HEARTBEAT_TIMEOUT_MS)
 
     async def on_channel_closed(self, cluster: str, broker_name: str, broker_id: int) -> None:
         """The broker's liveness channel closed: its process (or its link to us) is gone."""
@@ -320,9 +368,15 @@ class ControllerManager:
             return
         payload = {k: data.get(k) for k in ("clusterName", "brokerName", "masterBrokerId", "masterAddress",
                                             "masterEpoch", "syncStateSetEpoch", "syncStateSet")}
+        name = str(data.get("brokerName"))
         for member in data.get("brokers", []):
-            if self.heartbeats.is_active(str(data.get("brokerName")), int(member["brokerId"])):
-                asyncio.create_task(self._notify_one(str(member["brokerAddress"]), payload))
+            broker_id, address = int(member["brokerId"]), str(member["brokerAddress"])
+            if not self.heartbeats.is_active(name, broker_id):
+                continue
+            if (name, broker_id) in self.remoting_brokers:
+                asyncio.create_task(self._notify_remoting(address, payload))
+            else:
+                asyncio.create_task(self._notify_one(address, payload))
 
     async def _notify_one(self, address: str, payload: dict[str, Any]) -> None:
         if self._http is None:
@@ -330,6 +384,17 @@ class ControllerManager:
         try:
             await self._http.post(f"http://{address}/v1/broker/notifyRoleChanged", json=payload)
         except httpx.HTTPError as exc:
+            log.debug("role-change notification to %s failed: %s", address, exc)
+
+    async def _notify_remoting(self, address: str, payload: dict[str, Any]) -> None:
+        """NOTIFY_BROKER_ROLE_CHANGED (1008) to a broker that registered over remoting, as RocketMQ sends it."""
+        from services.controller.remoting import role_change_request
+
+        if self._remoting is None:
+            return
+        try:
+            await self._remoting.oneway(address, role_change_request(payload))
+        except MqctlError as exc:
             log.debug("role-change notification to %s failed: %s", address, exc)
 
     # ------------------------------------------------------------------ scans

@@ -11,10 +11,12 @@ from services.common.httpserver import make_server
 from services.common.logsetup import CONTEXT
 from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
+from services.common.remoting_conn import RemotingConnection
 from services.controller.api import create_app
 from services.controller.config import ControllerConfig, config_from_properties
 from services.controller.controller import ControllerManager
 from services.controller.raft import RaftNode, RaftSettings
+from services.controller.remoting import ControllerRemoting
 
 log = logging.getLogger("mqctl.controller")
 
@@ -82,7 +84,12 @@ def run(config: ControllerConfig) -> None:
         await manager.start()
         log.info("controller %s serving HTTP on %s:%d", me.id, host, me.port)
 
-    server = make_server(create_app(manager), host, me.port, started, manager.stop)
+    remoting = ControllerRemoting(manager)
+
+    def remoting_connection(server_state: object) -> RemotingConnection:
+        return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state)
+
+    server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection)
     try:
         server.run()
     finally:
