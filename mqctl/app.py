@@ -12,9 +12,9 @@ import click
 import httpx
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
 from rich.text import Text
 
+from mqctl.terminal import printable, printable_layout
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient, parse_addresses
 
@@ -26,15 +26,18 @@ class App:
     transport: httpx.BaseTransport | None = None
 
     def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
-        self.out = out or Console(highlight=False, soft_wrap=True)
-        self.err = err or Console(stderr=True, highlight=False, soft_wrap=True)
+        # Markup and emoji codes are never interpreted: strings printed are data (names, addresses and
+        # remarks from users and servers), and styles are given as Text styles instead.
+        self.out = out or Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+        self.err = err or Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
         self.timeout = 5.0
         self.token: str | None = None
 
     # ------------------------------------------------------------------ output
     def print_text(self, text: str) -> None:
-        """Exact text (mqadmin format): no markup, no wrapping, no added newline."""
-        self.out.file.write(text)
+        """Exact text (mqadmin format): no markup, no wrapping, no added newline; control characters other
+        than the layout's newlines and tabs are escaped (the values in it are already clean)."""
+        self.out.file.write(printable_layout(text))
         self.out.file.flush()
 
     def print_json(self, doc: Any) -> None:
@@ -42,16 +45,20 @@ class App:
         self.out.file.flush()
 
     def print(self, renderable: Any) -> None:
-        self.out.print(renderable)
+        self.out.print(printable_layout(renderable) if isinstance(renderable, str) else renderable)
 
     def info(self, message: str) -> None:
-        self.err.print(message, markup=False)
+        self.err.print(Text(printable(message)))
 
     def warn(self, message: str) -> None:
-        self.err.print(f"[yellow]Warning:[/yellow] {escape(message)}")
+        self.err.print(Text.assemble(("Warning:", "yellow"), " ", printable(message)))
+
+    def error(self, message: str) -> None:
+        """The one ``Error: <message>`` line of a failed command."""
+        self.err.print(Text.assemble(("Error:", "red"), " ", printable(message)))
 
     def abort(self, message: str, code: int = 1) -> NoReturn:
-        self.err.print(f"[red]Error:[/red] {escape(message)}", soft_wrap=True)
+        self.error(message)
         sys.exit(code)
 
     # ------------------------------------------------------------------ clients
@@ -59,19 +66,22 @@ class App:
         return ControllerClient(parse_addresses(addresses), timeout=self.timeout, transport=self.transport,
                                 token=self.token)
 
-    def brokers(self) -> BrokerClient:
-        return BrokerClient(self.timeout, transport=self.transport, token=self.token)
+    def brokers(self, given: str | None = None) -> BrokerClient:
+        """A broker client; the auth token goes only to ``given``, the address the operator named."""
+        return BrokerClient(self.timeout, transport=self.transport, token=self.token,
+                            trusted=[given] if given else [])
 
     # ------------------------------------------------------------------ watch mode
     def watch(self, show: Callable[[], None], interval: float | None, count: int | None,
-              in_place: bool = True) -> None:
+              in_place: bool = True) -> bool:
         """Run ``show`` once, or every ``interval`` seconds (``count`` times if given) until Ctrl-C.
+        Returns False if Ctrl-C stopped it (a clean stop), True if it ran to the end.
 
         On a terminal, table output refreshes in place (rich Live); otherwise (pipes, mqadmin and json
         formats) each refresh is printed after the previous one, as mqadmin does."""
         if interval is None and count is None:
             show()
-            return
+            return True
         period = interval if interval is not None else 3.0
         try:
             if in_place and self.out.is_terminal:
@@ -79,7 +89,8 @@ class App:
             else:
                 self._watch_append(show, period, count)
         except KeyboardInterrupt:
-            return
+            return False
+        return True
 
     def _watch_append(self, show: Callable[[], None], period: float, count: int | None) -> None:
         done = 0

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from mqctl.app import App
-from services.common.errors import MqctlError, RemoteError
+from mqctl.terminal import printable
+from services.common.errors import MqctlError, RemoteError, UsageError
 
 
 def kebab(name: str) -> str:
@@ -53,11 +53,21 @@ class AliasedGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except click.ClickException as exc:
+            raise _terminal_safe(exc) from None
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except Exception as exc:  # the last line of defence: one line, no traceback unless asked
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback unless asked
             _report(exc)
             ctx.exit(1)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """The root's own options are parsed here, outside :meth:`invoke`."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            raise _terminal_safe(exc) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
@@ -72,6 +82,7 @@ class AliasedGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
@@ -94,7 +105,16 @@ def cli(ctx: click.Context, timeout: float, token: str | None) -> None:
     """
     app = ctx.ensure_object(App)
     app.timeout = timeout
-    app.token = token
+    app.token = _checked_token(token)
+
+
+def _checked_token(token: str | None) -> str | None:
+    """A bearer token is visible ASCII (RFC 6750); say so instead of failing inside the HTTP library.
+    The token itself is never printed."""
+    if token and not TOKEN_CHARS.fullmatch(token):
+        raise UsageError("the auth token (--token or $MQCTL_TOKEN) may hold only visible ASCII characters: "
+                         "no spaces, control characters or non-ASCII letters")
+    return token or None
 
 
 @cli.command("help")
@@ -159,13 +179,19 @@ def main(argv: Sequence[str] | None = None) -> Any:
         sys.exit(130)
 
 
+def _terminal_safe(exc: click.ClickException) -> click.ClickException:
+    """click quotes some user input raw ("Got unexpected extra argument (...)"): escape control characters."""
+    vars(exc)["message"] = printable(exc.message)  # click types it Final; it is read only when shown
+    return exc
+
+
 def _report(exc: BaseException) -> None:
     if os.environ.get("MQCTL_DEBUG"):
         traceback.print_exc()
     message = str(exc) if isinstance(exc, RemoteError) else getattr(exc, "remark", None) or str(exc)
     if not isinstance(exc, MqctlError):
         message = f"unexpected {type(exc).__name__}: {message} (set MQCTL_DEBUG=1 for a traceback)"
-    App().err.print(f"[red]Error:[/red] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
+    App().error(message)
 
 
 if __name__ == "__main__":

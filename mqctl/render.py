@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqctl.app import App
+from mqctl.terminal import terminal_safe
 
 
 def _java(value: Any) -> str:
@@ -26,6 +27,7 @@ def metadata_json(data: dict[str, Any]) -> dict[str, Any]:
             "leaderAddress": data.get("controllerLeaderAddress"), "peers": list(data.get("peers") or [])}
 
 
+@terminal_safe
 def show_metadata(app: App, fmt: str, data: dict[str, Any]) -> None:
     doc = metadata_json(data)
     if fmt == "json":
@@ -69,6 +71,7 @@ def _replica_identity(name: str, r: dict[str, Any]) -> str:
             f"brokerAddress='{r['brokerAddress']}', alive={_java(r['alive'])}}}")
 
 
+@terminal_safe
 def show_sync_state(app: App, fmt: str, brokers: list[dict[str, Any]]) -> None:
     doc = sync_state_json(brokers)
     if fmt == "json":
@@ -115,6 +118,7 @@ def elect_json(data: dict[str, Any]) -> dict[str, Any]:
                         for b in data.get("brokers") or []]}
 
 
+@terminal_safe
 def show_elect(app: App, fmt: str, data: dict[str, Any]) -> None:
     doc = elect_json(data)
     if fmt == "json":
@@ -133,6 +137,7 @@ def show_elect(app: App, fmt: str, data: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------- config
+@terminal_safe
 def show_configs(app: App, fmt: str, configs: list[tuple[str, dict[str, Any]]]) -> None:
     if fmt == "json":
         app.print_json({"controllers": [{"address": a, "config": c} for a, c in configs]})
@@ -153,6 +158,7 @@ def show_configs(app: App, fmt: str, configs: list[tuple[str, dict[str, Any]]]) 
         app.print(table)
 
 
+@terminal_safe
 def show_config_updated(app: App, fmt: str, addresses: list[str], key: str, value: str) -> None:
     if fmt == "json":
         app.print_json({"controllers": addresses, "key": key, "value": value})
@@ -162,6 +168,7 @@ def show_config_updated(app: App, fmt: str, addresses: list[str], key: str, valu
         app.print(Text(f"Set {key}={value} on {', '.join(addresses)}.", style="green"))
 
 
+@terminal_safe
 def show_cleaned(app: App, fmt: str, doc: dict[str, Any]) -> None:
     if fmt == "json":
         app.print_json(doc)

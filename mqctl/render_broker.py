@@ -8,8 +8,10 @@ from rich.table import Table
 from rich.text import Text
 
 from mqctl.app import App
+from mqctl.terminal import terminal_safe
 
 
+@terminal_safe
 def show_sent(app: App, fmt: str, results: list[dict[str, Any]]) -> None:
     docs = [{"brokerName": r.get("brokerName"), "brokerAddr": r.get("brokerAddr"), "status": r.get("status"),
              "msgId": r.get("msgId"), "queueId": r.get("queueId"), "queueOffset": r.get("queueOffset"),
@@ -35,6 +37,7 @@ def show_sent(app: App, fmt: str, results: list[dict[str, Any]]) -> None:
     app.print(table)
 
 
+@terminal_safe
 def show_consumed(app: App, fmt: str, address: str, messages: list[dict[str, Any]]) -> None:
     if fmt == "json":
         app.print_json({"brokerAddr": address, "messages": messages})
@@ -61,6 +64,7 @@ def _entry_text(e: dict[str, Any]) -> str:
     return f"EpochEntry{{epoch={e['epoch']}, startOffset={e['startOffset']}, endOffset={e['endOffset']}}}"
 
 
+@terminal_safe
 def show_epochs(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
     if fmt == "json":
         app.print_json({"brokers": rows})
@@ -97,6 +101,7 @@ def _ms_text(ms: object) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
+@terminal_safe
 def show_ha_status(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
     if fmt == "json":
         app.print_json({"brokers": rows})

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqctl.app import App
+from mqctl.terminal import terminal_safe
 
 #: More groups than this are summarised in the terminal (every group is in the files).
 MAX_ROWS = 50
@@ -28,6 +29,7 @@ def utc(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+@terminal_safe
 def show_report(app: App, fmt: str, summary: dict[str, Any]) -> None:
     if fmt == "json":
         app.print_json(summary)

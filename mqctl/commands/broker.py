@@ -11,6 +11,7 @@ from mqctl.app import App, pass_app
 from mqctl.commands.controller import CONTROLLER_ADDR_HELP, _overrides, format_option, watch_options
 from services.common.broker_client import BrokerClient, broker_sets, master_address, replica_addresses
 from services.common.codes import ResponseCode
+from services.common.controller_client import check_address
 from services.common.errors import MqctlError, RemoteError, UnreachableError, UsageError
 
 
@@ -92,15 +93,20 @@ def send_message(app: App, topic: str, body: str, keys: str, tags: str, queue_id
       mqctl sendMessage -t TopicTest -p 'hello' -b broker-a
       mqctl sendMessage -t TopicTest -p 'hello' -k order-42 --brokerAddr 127.0.0.1:10911 --format json
     """
-    address = broker_addr or _find_master(app, controller_address, broker_name, cluster_name)
+    address = _given(broker_addr) or _find_master(app, controller_address, broker_name, cluster_name)
     results = []
-    with app.brokers() as brokers:
+    with app.brokers(broker_addr) as brokers:
         for i in range(count):
             text = body if count == 1 else f"{body} #{i}"
             payload = {"topic": topic, "body": text, "keys": keys, "tags": tags, "queueId": queue_id}
             env, address = _send(brokers, address, payload, follow=broker_addr is None)
             results.append({"brokerName": broker_name, "brokerAddr": address, **env.data})
     render_broker.show_sent(app, fmt, results)
+
+
+def _given(broker_addr: str | None) -> str | None:
+    """The operator's --brokerAddr, checked before anything is sent (a malformed one is a usage error)."""
+    return check_address(broker_addr, "broker") if broker_addr is not None else None
 
 
 def _find_master(app: App, controller_address: str | None, broker_name: str | None, cluster: str | None) -> str:
@@ -144,9 +150,9 @@ def consume_message(app: App, topic: str, queue_id: int | None, offset: int, cou
       mqctl consumeMessage -t TopicTest -b broker-a
       mqctl consumeMessage -t TopicTest -q 0 -o 100 -n 10 --brokerAddr 127.0.0.1:10911 --format json
     """
-    address = broker_addr or _find_master(app, controller_address, broker_name, cluster_name)
+    address = _given(broker_addr) or _find_master(app, controller_address, broker_name, cluster_name)
     messages: list[dict[str, Any]] = []
-    with app.brokers() as brokers:
+    with app.brokers(broker_addr) as brokers:
         queues = [queue_id] if queue_id is not None else _queue_ids(brokers, address, topic)
         for qid in queues:
             next_offset = offset
@@ -189,14 +195,24 @@ def get_broker_epoch(app: App, broker_name: str | None, cluster_name: str | None
       mqctl getBrokerEpoch -b broker-a
       mqctl getBrokerEpoch -c DefaultCluster --format mqadmin
     """
+    unreachable: list[str] = []
     with app.controller(_controller_addr(controller_address, namesrv)) as client, app.brokers() as brokers:
         def show() -> None:
             rows = []
             for bs in broker_sets(client, broker_name, None if broker_name else cluster_name):
                 for broker_id, address in replica_addresses(bs):
                     rows.append(_epoch_row(brokers, bs, broker_id, address))
+            unreachable[:] = [r["brokerAddr"] for r in rows if not r["reachable"]]
             render_broker.show_epochs(app, fmt, rows)
-        app.watch(show, interval, count, in_place=fmt == "table")
+        finished = app.watch(show, interval, count, in_place=fmt == "table")
+    _fail_if_unanswered(finished, unreachable, "epoch entries")
+
+
+def _fail_if_unanswered(finished: bool, unreachable: list[str], what: str) -> None:
+    """Every row is printed; then, as getControllerConfig does, a broker that gave no answer (in the last
+    refresh of a watch that was not stopped with Ctrl-C) makes the command fail with exit 3."""
+    if finished and unreachable:
+        raise UnreachableError(f"no {what} from broker {', '.join(unreachable)}", unreachable)
 
 
 def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, address: str) -> dict[str, Any]:
@@ -230,18 +246,21 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
       mqctl haStatus --brokerAddr 127.0.0.1:10911 --format mqadmin
       mqctl haStatus -c DefaultCluster -i 1
     """
-    with app.brokers() as brokers:
+    given = _given(broker_addr)
+    unreachable: list[str] = []
+    with app.brokers(given) as brokers:
         def show() -> None:
-            addresses = [broker_addr] if broker_addr else _cluster_addresses(app, controller_address, broker_name,
-                                                                            cluster_name)
+            addresses = [given] if given else _cluster_addresses(app, controller_address, broker_name, cluster_name)
             rows = []
             for address in addresses:
                 try:
                     rows.append({"reachable": True, **brokers.request(address, "GET", "/v1/broker/haStatus").data})
                 except MqctlError as exc:
                     rows.append({"brokerAddr": address, "reachable": False, "error": str(exc)})
+            unreachable[:] = [r["brokerAddr"] for r in rows if not r["reachable"]]
             render_broker.show_ha_status(app, fmt, rows)
-        app.watch(show, interval, count, in_place=fmt == "table")
+        finished = app.watch(show, interval, count, in_place=fmt == "table")
+    _fail_if_unanswered(finished, unreachable, "status")
 
 
 def _cluster_addresses(app: App, controller_address: str | None, broker_name: str | None,

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Iterable
+from typing import Any, Self
 
 import httpx
 
 from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
-from services.common.controller_client import ControllerClient, Envelope
-from services.common.errors import RemoteError, UnreachableError, UsageError
+from services.common.controller_client import ControllerClient, Envelope, address_key, exchange
+from services.common.errors import MqctlError, RemoteError, UsageError
 
 
 class BrokerClient:
+    """The auth token goes only to ``trusted`` addresses: the ones the operator gave (``--brokerAddr``).
+    A broker address learned from the controller never receives it: anyone who can register a broker
+    (every caller, when the cluster has no token) could otherwise collect it."""
+
     def __init__(self, timeout: float = 5.0, transport: httpx.BaseTransport | None = None,
-                 token: str | None = None) -> None:
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
-                                    transport=transport, headers=auth_headers(token))
+                 token: str | None = None, trusted: Iterable[str] = ()) -> None:
+        self.timeout = timeout
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport)
+        self._token = token
+        self._trusted = {key for key in map(address_key, trusted) if key is not None}
 
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> BrokerClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -29,22 +37,16 @@ class BrokerClient:
 
     def request(self, address: str, method: str, path: str, *, json: Any = None, params: Any = None,
                 accept: tuple[int, ...] = ()) -> Envelope:
-        try:
-            response = self._client.request(method, f"http://{address}{path}", json=json, params=params)
-        except httpx.TimeoutException as exc:
-            raise UnreachableError(f"broker {address} timed out", [address]) from exc
-        except httpx.HTTPError as exc:
-            raise UnreachableError(f"broker {address} is unreachable: connection failed", [address]) from exc
-        try:
-            body = response.json()
-            env = Envelope(int(body["code"]), str(body.get("remark") or ""), body.get("data"), address)
-        except (ValueError, KeyError, TypeError):
-            raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
-                              f"{address} answered HTTP {response.status_code} without an envelope; "
-                              "is it a broker?") from None
+        headers = auth_headers(self._token) if self._token and address_key(address) in self._trusted else {}
+        env = exchange(self._client, address, method, path, what="broker", headers=headers,
+                       deadline=time.monotonic() + self.timeout, json=json, params=params)
         if env.ok or env.code in accept:
             return env
-        raise RemoteError(env.code, env.remark or code_name(env.code), env.data if isinstance(env.data, dict) else None)
+        remark = env.remark or code_name(env.code)
+        if env.code == ResponseCode.NO_PERMISSION and self._token and not headers:
+            remark = (f"broker {address} asks for the auth token, which is sent only to a broker address given "
+                      f"explicitly: run the command again with --brokerAddr {address}")
+        raise RemoteError(env.code, remark, env.data if isinstance(env.data, dict) else None)
 
 
 def broker_sets(controller: ControllerClient, broker_name: str | None, cluster: str | None) -> list[dict[str, Any]]:
@@ -62,7 +64,11 @@ def broker_sets(controller: ControllerClient, broker_name: str | None, cluster: 
 def master_address(controller: ControllerClient, broker_name: str | None, cluster: str | None) -> str:
     for bs in broker_sets(controller, broker_name, cluster):
         if bs.get("masterAddress") and bs.get("masterBrokerId") is not None:
-            return str(bs["masterAddress"])
+            address = str(bs["masterAddress"])
+            if address_key(address) is None:
+                raise MqctlError(f"the controller lists {address!r} as the master of {bs.get('brokerName')}, which "
+                                 "is not host:port; give the master's address with --brokerAddr")
+            return address
     target = broker_name or cluster
     raise RemoteError(int(ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE), f"{target} has no master right now")
 

@@ -27,6 +27,10 @@ class UsageError(MqctlError):
     exit_code = 2
 
 
+class AddressError(UsageError):
+    """A ``host:port`` that is malformed: from the operator a usage error; from a server, shown as its fault."""
+
+
 class ConfigError(UsageError):
     """A configuration file or value is invalid."""
 

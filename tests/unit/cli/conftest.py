@@ -134,6 +134,8 @@ class Recorded:
     path: str
     params: dict[str, list[str]]
     body: Any
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Answer = Any  # dict (envelope), httpx.Response, BaseException, or a callable producing one of these
@@ -167,11 +169,13 @@ class FakeCluster:
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, request: httpx.Request) -> httpx.Response:
-        address = f"{request.url.host}:{request.url.port}"
+        host = request.url.host
+        address = f"[{host}]:{request.url.port}" if ":" in host else f"{host}:{request.url.port}"
         path = request.url.path
         params = {k: request.url.params.get_list(k) for k in request.url.params.keys()}
         body = json.loads(request.content) if request.content else None
-        self.requests.append(Recorded(address, request.method, path, params, body))
+        self.requests.append(Recorded(address, request.method, path, params, body, str(request.url),
+                                      dict(request.headers)))
         key = (address, path)
         n = self.calls.get(key, 0)
         self.calls[key] = n + 1

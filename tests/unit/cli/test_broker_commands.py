@@ -7,9 +7,21 @@ from typing import Any
 
 import httpx
 
-from tests.unit.cli.conftest import (DEAD_BROKER, DEAD_CONTROLLER, EPOCH_CACHE, FOLLOWER, HA_STATUS, LEADER,
-                                     MASTER, SLAVE, FakeCluster, Invoke, assert_one_line_error, envelope,
-                                     stored_message)
+from tests.unit.cli.conftest import (
+    DEAD_BROKER,
+    DEAD_CONTROLLER,
+    EPOCH_CACHE,
+    FOLLOWER,
+    HA_STATUS,
+    LEADER,
+    MASTER,
+    SLAVE,
+    FakeCluster,
+    Invoke,
+    assert_one_line_error,
+    envelope,
+    stored_message,
+)
 
 
 def dumped(doc: Any) -> str:
@@ -52,12 +64,13 @@ class TestGetBrokerEpoch:
 
     def test_mqadmin_cluster_with_an_unreachable_broker(self, mqctl: Invoke) -> None:
         result = mqctl("getBrokerEpoch", "-c", "DefaultCluster", "--format", "mqadmin")
-        assert result.exit_code == 0, result.stderr
         assert result.stdout == MASTER_EPOCH_MQADMIN + SLAVE_EPOCH_MQADMIN + DEAD_EPOCH_MQADMIN
+        line = assert_one_line_error(result, 3)  # printed, then failed: like getControllerConfig
+        assert line == "Error: no epoch entries from broker 127.0.0.1:10931"
 
     def test_json(self, mqctl: Invoke) -> None:
         result = mqctl("getBrokerEpoch", "-c", "DefaultCluster", "--format", "json")
-        assert result.exit_code == 0, result.stderr
+        assert_one_line_error(result, 3, "no epoch entries from broker 127.0.0.1:10931")
         assert result.stdout == dumped({"brokers": [
             epoch_json_row(MASTER), epoch_json_row(SLAVE),
             {"clusterName": "DefaultCluster", "brokerName": "broker-b", "brokerAddr": DEAD_BROKER, "brokerId": 1,
@@ -66,7 +79,7 @@ class TestGetBrokerEpoch:
 
     def test_table(self, mqctl: Invoke) -> None:
         result = mqctl("getBrokerEpoch", "-c", "DefaultCluster")
-        assert result.exit_code == 0, result.stderr
+        assert_one_line_error(result, 3, "no epoch entries from broker 127.0.0.1:10931")
         out = result.stdout
         assert ("DefaultCluster/broker-a broker 1 (127.0.0.1:10911)  MASTER  maxOffset=2500  "
                 "confirmOffset=2500\n") in out
@@ -93,7 +106,7 @@ class TestGetBrokerEpoch:
     def test_broker_answering_an_error_is_shown(self, mqctl: Invoke, fake: FakeCluster) -> None:
         fake.override(SLAVE, "/v1/broker/epochCache", envelope(1, None, "this request only for controllerMode "))
         result = mqctl("getBrokerEpoch", "-b", "broker-a", "--format", "mqadmin")
-        assert result.exit_code == 0, result.stderr
+        assert_one_line_error(result, 3, "no epoch entries from broker 127.0.0.1:10921")
         assert result.stdout == MASTER_EPOCH_MQADMIN + (
             "\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t127.0.0.1:10921\n#brokerId\t2"
             "\n#Error\tthis request only for controllerMode  [SYSTEM_ERROR]\n")
@@ -175,12 +188,13 @@ class TestHaStatus:
         assert result.stdout == ("\n#MasterAddr\t127.0.0.1:10911\n#CommitLogMaxOffset\t2400"
                                  "\n#TransferSpeed(KB/s)\t0.00\n#LastReadTime\tnull\n#LastWriteTime\tnull\n#MasterFlushOffset\t2400\n")
 
-    def test_mqadmin_unreachable_broker_is_shown(self, mqctl: Invoke) -> None:
+    def test_mqadmin_unreachable_broker_is_shown_then_fails(self, mqctl: Invoke) -> None:
         result = mqctl("haStatus", "-c", "DefaultCluster", "--format", "mqadmin")
-        assert result.exit_code == 0, result.stderr
         assert result.stdout == (MASTER_HA_MQADMIN + SLAVE_HA_MQADMIN
                                  + "\n#BrokerAddr\t127.0.0.1:10931"
                                  "\n#Error\tbroker 127.0.0.1:10931 is unreachable: connection failed\n")
+        line = assert_one_line_error(result, 3)
+        assert line == "Error: no status from broker 127.0.0.1:10931"
 
     def test_json(self, mqctl: Invoke) -> None:
         result = mqctl("haStatus", "-b", "broker-a", "--format", "json")
@@ -190,7 +204,7 @@ class TestHaStatus:
 
     def test_table(self, mqctl: Invoke) -> None:
         result = mqctl("haStatus", "-c", "DefaultCluster")
-        assert result.exit_code == 0, result.stderr
+        assert_one_line_error(result, 3, "no status from broker 127.0.0.1:10931")
         out = result.stdout
         assert ("DefaultCluster/broker-a broker 1 (127.0.0.1:10911)  MASTER  masterEpoch=3  maxOffset=2500  "
                 "confirmOffset=2400  syncStateSet=[1]\n") in out
@@ -203,6 +217,29 @@ class TestHaStatus:
         result = mqctl("ha-status", "--brokerAddr", SLAVE, "--format", "mqadmin", "--count", "2", "-i", "0.1")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == SLAVE_HA_MQADMIN * 2
+
+    def test_closed_port_exits_3(self, mqctl: Invoke) -> None:
+        result = mqctl("haStatus", "--brokerAddr", DEAD_BROKER)
+        assert result.stdout == "127.0.0.1:10931: unreachable — broker 127.0.0.1:10931 is unreachable: connection failed\n"
+        line = assert_one_line_error(result, 3)
+        assert line == "Error: no status from broker 127.0.0.1:10931"
+
+    def test_watch_exit_follows_the_last_refresh(self, mqctl: Invoke, fake: FakeCluster) -> None:
+        def down_then_up(request: httpx.Request, n: int) -> Any:
+            if n == 0:
+                return httpx.ConnectError("[Errno 111] Connection refused", request=request)
+            return envelope(0, HA_STATUS[SLAVE])
+
+        fake.override(SLAVE, "/v1/broker/haStatus", down_then_up)
+        result = mqctl("haStatus", "--brokerAddr", SLAVE, "--format", "mqadmin", "--count", "2", "-i", "0.1")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == ("\n#BrokerAddr\t127.0.0.1:10921\n#Error\tbroker 127.0.0.1:10921 is unreachable: "
+                                 "connection failed\n" + SLAVE_HA_MQADMIN)
+
+    def test_watch_ending_unreachable_exits_3(self, mqctl: Invoke) -> None:
+        result = mqctl("haStatus", "--brokerAddr", DEAD_BROKER, "--format", "json", "--count", "2", "-i", "0.1")
+        assert result.stdout.count('"reachable": false') == 2
+        assert_one_line_error(result, 3, "no status from broker 127.0.0.1:10931")
 
     def test_mqadmin_fenced_broker(self, mqctl: Invoke, fake: FakeCluster) -> None:
         # a fenced broker answers only the common fields; Java's %s of a missing value is "null"

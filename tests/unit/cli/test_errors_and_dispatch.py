@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-
 import httpx
 import pytest
 
-from tests.unit.cli.conftest import (DEAD_CONTROLLER, FOLLOWER, LEADER, FakeCluster, Invoke,
-                                     assert_one_line_error, envelope)
+from tests.unit.cli.conftest import (
+    DEAD_CONTROLLER,
+    FOLLOWER,
+    LEADER,
+    FakeCluster,
+    Invoke,
+    assert_one_line_error,
+    envelope,
+)
 
 SYNC_PATH = "/v1/controller/syncStateData"
 META_PATH = "/v1/controller/metadata"
@@ -129,7 +135,8 @@ class TestUsage:
         result = mqctl(*args, "-a", "not-an-address")
         assert result.stdout == ""
         line = assert_one_line_error(result, 2)
-        assert line == "Error: bad controller address 'not-an-address': expected host:port, e.g. 127.0.0.1:9878"
+        assert line == ("Error: bad controller address 'not-an-address': expected host:port, e.g. 127.0.0.1:9878 or "
+                        "[::1]:9878")
         assert fake.requests == []
 
     @pytest.mark.parametrize("address", ["127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:", ":9878",
