@@ -26,6 +26,12 @@ class DatasetError(ReportError):
     exit_code = 2
 
 
+class OutputError(ReportError):
+    """The output directory cannot be created or written (the caller's choice: a usage error)."""
+
+    exit_code = 2
+
+
 class SparkSetupError(ReportError):
     """Spark could not start: no suitable Java, a JVM that exited, a bad setting."""
 

@@ -8,6 +8,7 @@ command body so the rest of the CLI starts fast. docs/report.md has the dataset 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ import click
 from mqctl import render_report
 from mqctl.app import App, pass_app
 from mqctl.commands.controller import controller_option
+from services.common.controller_client import parse_addresses
 from services.common.errors import MqctlError, UnreachableError, UsageError
 
 if TYPE_CHECKING:
@@ -60,13 +62,24 @@ def report(app: App, spark_master: str, controller_address: str | None, cluster_
     """
     output = Path(output_dir) if output_dir else default_output()
     with translated():
+        from spark_reports.paths import check_input, prepare_output, remove_created
         from spark_reports.session import SessionOptions, check_java, check_master_reachable, parse_conf
 
         options = SessionOptions(master=spark_master, conf=parse_conf(confs), verbose=verbose,
                                  log_file=output.resolve() / "spark-driver.log")
-        check_master_reachable(spark_master)
-        check_java()
-        dataset = Path(input_dir) if input_dir else _collect(app, controller_address, cluster_name, output)
+        # The user's paths and addresses first: each is a usage error before anything slow starts.
+        if input_dir:
+            check_input(Path(input_dir))
+        else:
+            parse_addresses(controller_address)
+        created = prepare_output(output)
+        try:
+            check_master_reachable(spark_master)
+            check_java()
+            dataset = Path(input_dir) if input_dir else _collect(app, controller_address, cluster_name, output)
+        except BaseException:
+            remove_created(created)  # nothing of this run is left behind when it stops before Spark
+            raise
         if input_dir and controller_address:
             app.warn("-a is not used with --input")
         summary = _run(app, options, dataset, output, as_of, cluster_name if input_dir else None)
@@ -80,10 +93,16 @@ def default_output() -> Path:
 
 def _collect(app: App, controller_address: str | None, cluster: str | None, output: Path) -> Path:
     from spark_reports.collect import collect
+    from spark_reports.paths import remove_tree_if_new
 
     directory = output / "dataset"
-    with app.controller(controller_address) as client, app.brokers() as brokers:
-        result = collect(client, brokers, cluster, directory, app.err)
+    existed = os.path.lexists(directory)
+    try:
+        with app.controller(controller_address) as client, app.brokers() as brokers:
+            result = collect(client, brokers, cluster, directory, app.err)
+    except BaseException:
+        remove_tree_if_new(directory, existed)  # a partial dataset is no dataset
+        raise
     for problem in result.unreachable:
         app.warn(f"no epochs from {problem}")
     app.info(f"collected {result.events} events and {result.epoch_entries} epoch entries from "

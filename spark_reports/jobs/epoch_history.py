@@ -26,6 +26,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
@@ -193,12 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``spark-submit [--master URL] [--conf k=v ...] --py-files spark_reports.zip epoch_history.py
     --input DIR --output DIR``: the master and settings are spark-submit's, never overridden here."""
     from spark_reports.errors import ReportError
+    from spark_reports.paths import check_input, prepare_output
     from spark_reports.pipeline import run_report
     from spark_reports.session import SessionOptions, build_session
 
     args = parse_args(argv)
     started = time.monotonic()
     try:
+        check_input(Path(args.input))  # before the session: a wrong path is a usage error, not a Spark one
+        prepare_output(Path(args.output))
         spark = build_session(SessionOptions(master=None, ship_package=False))
         try:
             result = run_report(spark, args.input, args.output, args.as_of, args.cluster)
