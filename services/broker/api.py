@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.broker.broker import Broker, PutOutcome
 from services.broker.commitlog import MessageRecord
-from services.broker.store import Message
+from services.broker.store import MESSAGE_DAMAGED, Message
 from services.common.auth import install_token_check
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
@@ -129,7 +129,8 @@ def create_app(broker: Broker) -> FastAPI:
                            queueOffset: Annotated[int, Query(ge=0)] = 0,
                            maxNums: Annotated[int, Query(ge=1, le=1024)] = 32) -> JSONResponse:
         result = b.store.get_messages(topic, queueId, queueOffset, maxNums)
-        return respond(ResponseCode.SUCCESS, None, {
+        code = ResponseCode.SYSTEM_ERROR if result.status == MESSAGE_DAMAGED else ResponseCode.SUCCESS
+        return respond(code, result.remark or None, {
             "status": result.status, "nextBeginOffset": result.next_begin_offset,
             "minOffset": result.min_offset, "maxOffset": result.max_offset,
             "messages": [record_json(r, b.config.address) for r in result.records]})

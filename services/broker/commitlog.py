@@ -3,28 +3,16 @@
 Segment files are named by their 20-digit start offset (as RocketMQ's ``00000000000000000000``) and
 hold ``segment_size`` bytes at most. A record never spans two segments: when the next record does not
 fit, the rest of the segment is filled with a BLANK record and the record goes to the next segment.
-Replicas write the same bytes at the same offsets, so their files are byte-identical.
+Replicas write the same bytes at the same offsets, so their files are byte-identical. The record
+layout and its checks are in :mod:`services.broker.record`.
 
-Record layout (big-endian)::
-
-    0      4   totalSize        whole record, this field included
-    4      4   magic            MESSAGE_MAGIC, or BLANK_MAGIC for end-of-segment padding
-    8      4   bodyCRC          zlib.crc32(body)
-    12     4   queueId
-    16     8   queueOffset
-    24     8   physicalOffset   offset of this record in the commitlog
-    32     8   storeTimestamp   milliseconds
-    40     1   topicLength      T (topic is at most 127 bytes)
-    41     T   topic            UTF-8
-    41+T   2   propertiesLength P
-    43+T   P   properties       UTF-8, name\\x01value\\x02 pairs (KEYS, TAGS, user properties)
-    43+T+P 4   bodyLength       B
-    47+T+P B   body
-
-A BLANK record is ``totalSize, BLANK_MAGIC`` followed by zeroes up to the segment end.
-
-On start, recovery scans the newest segments and cuts the log at the first torn or corrupt record;
-everything before it is kept.
+Recovery tells a torn tail from damage. A torn tail is what a crash leaves: the last write incomplete,
+or (after a power loss with ASYNC_FLUSH) zeroes or garbage where unflushed bytes were. It is a bad
+record after which nothing valid follows, in its segment or any later one, and that lies beyond what
+the checkpoint says was flushed; it is cut. Anything else (a bad record followed by valid ones, a bad
+record in flushed data, a log shorter than what was flushed) is damage: opening stops with
+:class:`CommitLogCorrupt` naming the file and offset, and nothing is deleted. Older segments are not
+scanned at start; their records are checked when read (and by ``mqctl checkStore``).
 """
 
 from __future__ import annotations
@@ -32,182 +20,67 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import struct
-import zlib
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from services.broker.record import (
+    BLANK_MAGIC,
+    HEAD_SIZE,
+    LEGACY_MESSAGE_MAGIC,
+    MESSAGE_MAGIC,
+    MIN_BLANK,
+    Blank,
+    CommitLogCorrupt,
+    CommitLogError,
+    IndexEntry,
+    InvalidRecord,
+    MessageRecord,
+    NewRecord,
+    Parsed,
+    blank_header,
+    check_chunk,
+    check_lengths,
+    check_record,
+    decode_index,
+    decode_properties,
+    decode_record,
+    encode,
+    encode_properties,
+    encode_record,
+    index_entry,
+    peek,
+    record_size,
+)
 from services.common.durable import fsync_dir, reserve
+
+__all__ = [  # the record names are re-exported: callers import them from here
+    "BLANK_MAGIC", "LEGACY_MESSAGE_MAGIC", "MESSAGE_MAGIC", "MIN_BLANK", "Blank", "CommitLog",
+    "CommitLogCorrupt", "CommitLogError", "Damage", "IndexEntry", "InvalidRecord", "MessageRecord",
+    "NewRecord", "decode_index", "decode_properties", "decode_record", "encode_properties", "encode_record",
+    "record_size",
+]
 
 log = logging.getLogger(__name__)
 
-MESSAGE_MAGIC = 0xAABBCCDD
-BLANK_MAGIC = 0xBBCCDDEE
-_HEAD = struct.Struct(">iIIiqqqB")  # totalSize .. topicLength (41 bytes)
-_BLANK = struct.Struct(">iI")
-_U16 = struct.Struct(">H")
-_I32 = struct.Struct(">i")
-MIN_BLANK = _BLANK.size
 RECOVER_SEGMENTS = 3
+_ANY_MAGIC = re.compile(b"(?=" + b"|".join(re.escape(m.to_bytes(4, "big")) for m in
+                                           (MESSAGE_MAGIC, LEGACY_MESSAGE_MAGIC, BLANK_MAGIC)) + b")")
 
 
-class CommitLogError(Exception):
-    pass
+@dataclass(frozen=True)
+class Damage:
+    """A place where the log is not what it should be (``mqctl checkStore`` lists them). ``torn``: a torn
+    tail, which recovery cuts at the next start; anything else stops the broker or a consumer."""
+    path: Path
+    offset: int
+    reason: str
+    torn: bool = False
 
-
-@dataclass(slots=True)
-class MessageRecord:
-    topic: str
-    queue_id: int
-    queue_offset: int
-    physical_offset: int
-    store_timestamp: int
-    properties: dict[str, str]
-    body: bytes
-    size: int
-
-    @property
-    def keys(self) -> str:
-        return self.properties.get("KEYS", "")
-
-    @property
-    def tags(self) -> str:
-        return self.properties.get("TAGS", "")
-
-    @property
-    def next_offset(self) -> int:
-        return self.physical_offset + self.size
-
-
-def encode_properties(props: dict[str, str]) -> bytes:
-    return "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode("utf-8")
-
-
-def decode_properties(raw: bytes) -> dict[str, str]:
-    result = {}
-    for pair in raw.decode("utf-8", errors="replace").split("\x02"):
-        if pair:
-            key, _, value = pair.partition("\x01")
-            result[key] = value
-    return result
-
-
-def encode_record(topic: str, queue_id: int, queue_offset: int, physical_offset: int, timestamp: int,
-                  properties: dict[str, str], body: bytes) -> bytes:
-    topic_b = topic.encode("utf-8")
-    props_b = encode_properties(properties)
-    _check_lengths(topic_b, props_b)
-    return _encode(topic_b, props_b, queue_id, queue_offset, physical_offset, timestamp, body)
-
-
-def _check_lengths(topic_b: bytes, props_b: bytes) -> None:
-    if len(topic_b) > 127:
-        raise CommitLogError("topic longer than 127 bytes")
-    if len(props_b) > 32767:
-        raise CommitLogError("properties longer than 32767 bytes")
-
-
-def _encode(topic_b: bytes, props_b: bytes, queue_id: int, queue_offset: int, physical_offset: int,
-            timestamp: int, body: bytes) -> bytes:
-    total = _HEAD.size + len(topic_b) + 2 + len(props_b) + 4 + len(body)
-    return b"".join((
-        _HEAD.pack(total, MESSAGE_MAGIC, zlib.crc32(body), queue_id, queue_offset, physical_offset,
-                   timestamp, len(topic_b)),
-        topic_b, _U16.pack(len(props_b)), props_b, _I32.pack(len(body)), body))
-
-
-def record_size(topic: str, properties: dict[str, str], body_len: int) -> int:
-    return _HEAD.size + len(topic.encode("utf-8")) + 2 + len(encode_properties(properties)) + 4 + body_len
-
-
-@dataclass(slots=True)
-class NewRecord:
-    """A message to append: everything of the record but its physical offset."""
-    topic: str
-    queue_id: int
-    queue_offset: int
-    timestamp: int
-    properties: dict[str, str]
-    body: bytes
-
-
-class Blank:
-    """Marker returned by :func:`decode_record` for end-of-segment padding."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-
-
-class _Parsed(NamedTuple):
-    total: int
-    queue_id: int
-    queue_offset: int
-    timestamp: int
-    topic: str
-    props: slice
-    body: slice
-
-
-def _parse(buf: bytes | memoryview, pos: int, physical_offset: int) -> _Parsed | Blank | None:
-    """Check the record at ``buf[pos:]`` (framing, physical offset, lengths, body CRC) and locate its
-    parts without copying them; ``None`` if it is incomplete or corrupt."""
-    if len(buf) - pos < MIN_BLANK:
-        return None
-    total, magic = _BLANK.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC:
-        return Blank(total) if total >= MIN_BLANK else None
-    if magic != MESSAGE_MAGIC or total < _HEAD.size + 6 or len(buf) - pos < total:
-        return None
-    try:
-        _, _, crc, queue_id, queue_offset, phys, ts, topic_len = _HEAD.unpack_from(buf, pos)
-        if phys != physical_offset or _HEAD.size + topic_len + 2 + 4 > total:
-            return None
-        p = pos + _HEAD.size
-        topic = bytes(buf[p:p + topic_len]).decode("utf-8", errors="replace")
-        p += topic_len
-        (props_len,) = _U16.unpack_from(buf, p)
-        p += 2
-        if p + props_len + 4 > pos + total:
-            return None
-        props = slice(p, p + props_len)
-        p += props_len
-        (body_len,) = _I32.unpack_from(buf, p)
-        p += 4
-    except (struct.error, UnicodeDecodeError):
-        return None
-    if body_len < 0 or p + body_len != pos + total or zlib.crc32(memoryview(buf)[p:p + body_len]) != crc:
-        return None
-    return _Parsed(total, queue_id, queue_offset, ts, topic, props, slice(p, p + body_len))
-
-
-def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> MessageRecord | Blank | None:
-    """Decode the record at ``buf[pos:]``; ``None`` if it is incomplete or corrupt."""
-    r = _parse(buf, pos, physical_offset)
-    if not isinstance(r, _Parsed):
-        return r
-    return MessageRecord(r.topic, r.queue_id, r.queue_offset, physical_offset, r.timestamp,
-                         decode_properties(bytes(buf[r.props])), bytes(buf[r.body]), r.total)
-
-
-#: (topic, queueId, queueOffset, physicalOffset, size, tags)
-IndexEntry = tuple[str, int, int, int, int, str]
-_TAGS_KEY = b"TAGS\x01"
-
-
-def decode_index(buf: bytes | memoryview, pos: int, physical_offset: int) -> IndexEntry | Blank | None:
-    """:func:`decode_record` for indexing: the same checks, without materialising the message."""
-    r = _parse(buf, pos, physical_offset)
-    if not isinstance(r, _Parsed):
-        return r
-    tags = ""
-    if r.props.stop > r.props.start:
-        raw = bytes(buf[r.props])
-        at = raw.find(_TAGS_KEY)
-        if at == 0 or (at > 0 and raw[at - 1] == 2):
-            tags = decode_properties(raw).get("TAGS", "")
-    return r.topic, r.queue_id, r.queue_offset, physical_offset, r.total, tags
+    def __str__(self) -> str:
+        return f"{self.path}: offset {self.offset}: {self.reason}"
 
 
 @dataclass
@@ -228,26 +101,39 @@ class CommitLog:
     reserve_blocks: bool = True  # reserve each segment's disk blocks (durable.reserve); off only to measure it
 
     # ------------------------------------------------------------------ lifecycle
-    def open(self) -> None:
+    def open(self, flushed: int = 0, recover: bool = True) -> None:
+        """Open the segments and recover the tail. ``flushed``: an offset known to have been fsynced
+        (from the checkpoint), below which nothing may be cut. ``recover=False`` opens as it is (for
+        read-only inspection)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
         for path in names:
-            fd = os.open(path, os.O_RDWR)
+            fd = os.open(path, (os.O_RDWR if recover else os.O_RDONLY) | os.O_NOFOLLOW)
             self.segments.append(_Segment(int(path.name), path, fd, os.fstat(fd).st_size))
         for prev, nxt in zip(self.segments, self.segments[1:]):
             if nxt.start != prev.start + self.segment_size:
                 raise CommitLogError(f"commitlog segment {nxt.path.name} does not follow {prev.path.name} "
                                      f"(segment size {self.segment_size}); was mappedFileSizeCommitLog changed?")
-        self._recover()
+        if not recover:
+            return
+        try:
+            self._recover(flushed)
+        except BaseException:
+            self.close_files()
+            raise
         if self.segments:
             self._reserve(self.segments[-1].fd)
         self.flushed_offset = self.max_offset
 
-    def close(self) -> None:
-        self.flush()
+    def close_files(self) -> None:
+        """Close every segment without flushing (also after a failed open)."""
         for seg in self.segments:
             os.close(seg.fd)
         self.segments.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.close_files()
 
     # ------------------------------------------------------------------ offsets
     @property
@@ -274,8 +160,8 @@ class CommitLog:
         encoded = []
         for r in records:
             topic_b, props_b = r.topic.encode("utf-8"), encode_properties(r.properties)
-            _check_lengths(topic_b, props_b)
-            size = _HEAD.size + len(topic_b) + 2 + len(props_b) + 4 + len(r.body)
+            check_lengths(topic_b, props_b)
+            size = HEAD_SIZE + len(topic_b) + 2 + len(props_b) + 4 + len(r.body)
             if size + MIN_BLANK > self.segment_size:
                 raise CommitLogError(f"record of {size} bytes does not fit in a {self.segment_size}-byte segment")
             encoded.append((topic_b, props_b, size))
@@ -286,13 +172,21 @@ class CommitLog:
             used = offset % self.segment_size
             if used + size + MIN_BLANK > self.segment_size:
                 pad = self.segment_size - used
-                parts.append(_BLANK.pack(pad, BLANK_MAGIC) + bytes(pad - MIN_BLANK))
+                parts.append(blank_header(pad) + bytes(pad - MIN_BLANK))
                 offset += pad
-            parts.append(_encode(topic_b, props_b, r.queue_id, r.queue_offset, offset, r.timestamp, r.body))
+            parts.append(encode(topic_b, props_b, r.queue_id, r.queue_offset, offset, r.timestamp, r.body))
             placed.append((offset, size))
             offset += size
         self.write_at(start, b"".join(parts))
         return placed
+
+    def check_chunk(self, offset: int, data: bytes, queue_nums: int, max_body: int) -> list[IndexEntry]:
+        """Check bytes received from a peer before any is written (:func:`record.check_chunk`), and that
+        they continue this log; raises :class:`InvalidRecord`."""
+        if offset != self.max_offset and not (self.max_offset == self.min_offset
+                                              and offset % self.segment_size == 0):
+            raise InvalidRecord(f"data for offset {offset}, but this log ends at {self.max_offset}", offset)
+        return check_chunk(offset, data, self.segment_size, queue_nums, max_body)
 
     def write_at(self, offset: int, data: bytes) -> None:
         """Write raw bytes at the end of the log (offset must equal max_offset); used by replicas too."""
@@ -309,8 +203,8 @@ class CommitLog:
             written = 0
             while written < len(chunk):
                 written += os.pwrite(seg.fd, chunk[written:], offset - seg.start + written)
+            seg.dirty = True  # before the length: a flush that sees the new end must also fsync it
             seg.length += len(chunk)
-            seg.dirty = True
             offset += len(chunk)
             view = view[len(chunk):]
 
@@ -331,7 +225,7 @@ class CommitLog:
         if offset != start:
             raise CommitLogError(f"no segment holds offset {offset}")
         path = self.directory / f"{start:020d}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         self._reserve(fd)
         fsync_dir(self.directory)
         seg = _Segment(start, path, fd)
@@ -368,27 +262,50 @@ class CommitLog:
         seg = self.segments[index]
         return seg if offset < seg.start + seg.length else None
 
+    def path_of(self, offset: int) -> Path:
+        """The segment file that holds (or would hold) ``offset``."""
+        return self.directory / f"{offset - offset % self.segment_size:020d}"
+
+    def header_at(self, offset: int) -> tuple[int, int]:
+        """(totalSize, magic) of the record at ``offset``; (0, 0) beyond the end."""
+        head = self.read(offset, MIN_BLANK)
+        return peek(head, 0) if len(head) == MIN_BLANK else (0, 0)
+
     def read_record(self, offset: int) -> MessageRecord | None:
         """The message at ``offset`` (skipping nothing); ``None`` if there is none."""
-        head = self.read(offset, _HEAD.size)
-        if len(head) < MIN_BLANK:
-            return None
-        total, magic = _BLANK.unpack_from(head, 0)
-        if magic != MESSAGE_MAGIC:
-            return None
-        rec = decode_record(self.read(offset, total), 0, offset)
+        rec = self.check_at(offset)
         return rec if isinstance(rec, MessageRecord) else None
 
+    def check_at(self, offset: int) -> MessageRecord | str:
+        """The message at ``offset``, or why there is none (damage is named, not hidden)."""
+        head = self.read(offset, HEAD_SIZE)
+        if len(head) < MIN_BLANK:
+            return "no record there (beyond the end of the log)"
+        total, magic = peek(head, 0)
+        if magic == BLANK_MAGIC:
+            return "end-of-segment padding, not a message"
+        room = self.segment_size - offset % self.segment_size
+        buf = self.read(offset, min(max(total, MIN_BLANK), room))
+        r = check_record(buf, 0, offset)
+        if isinstance(r, Parsed):
+            return MessageRecord(r.topic, r.queue_id, r.queue_offset, offset, r.timestamp,
+                                 decode_properties(buf[r.props]), buf[r.body], r.total)
+        return r if isinstance(r, str) else "not a message"
+
     def iter_records(self, start: int, end: int | None = None) -> list[MessageRecord]:
-        """Every message with start <= offset < end (blank padding skipped)."""
-        return self._walk(start, end, decode_record)
+        """Every message with start <= offset < end (blank padding skipped). A damaged record on the
+        way raises :class:`CommitLogCorrupt`."""
+        def make(buf: memoryview, r: Parsed, at: int) -> MessageRecord:
+            return MessageRecord(r.topic, r.queue_id, r.queue_offset, at, r.timestamp,
+                                 decode_properties(bytes(buf[r.props])), bytes(buf[r.body]), r.total)
+        return self._walk(start, end, make)
 
     def iter_index(self, start: int, end: int | None = None) -> list[IndexEntry]:
         """Like :meth:`iter_records`, but only what a consume queue needs (the body is checked against
-        its CRC, not copied): (topic, queueId, queueOffset, physicalOffset, size, tags)."""
-        return self._walk(start, end, decode_index)
+        the CRC, not copied): (topic, queueId, queueOffset, physicalOffset, size, tags)."""
+        return self._walk(start, end, index_entry)
 
-    def _walk(self, start: int, end: int | None, decode: Callable[[memoryview, int, int], Any]) -> list[Any]:
+    def _walk(self, start: int, end: int | None, make: Callable[[memoryview, Parsed, int], Any]) -> list[Any]:
         end = self.max_offset if end is None else min(end, self.max_offset)
         result: list[Any] = []
         offset = start
@@ -396,21 +313,36 @@ class CommitLog:
             seg = self._segment_containing(offset)
             if seg is None:
                 break
-            buf = memoryview(self.read(offset, min(seg.start + seg.length, end) - offset))
+            stop = min(seg.start + seg.length, end)
+            buf = memoryview(self.read(offset, stop - offset))
             pos = 0
             while pos < len(buf):
-                rec = decode(buf, pos, offset + pos)
-                if rec is None:
-                    break
-                if isinstance(rec, Blank):
-                    pos = len(buf) if offset + pos + rec.size >= seg.start + seg.length else pos + rec.size
-                    continue
-                result.append(rec)
-                pos += rec.size if isinstance(rec, MessageRecord) else rec[4]
-            if pos == 0:
-                break
+                at = offset + pos
+                r = check_record(buf, pos, at)
+                if isinstance(r, Blank):
+                    if at + r.size != seg.start + self.segment_size:
+                        raise self._corrupt(at, "BLANK record does not end at the segment end")
+                    pos = len(buf)
+                elif isinstance(r, Parsed):
+                    result.append(make(buf, r, at))
+                    pos += r.total
+                elif stop < seg.start + seg.length and self._straddles(at, stop):
+                    return result  # a whole record that ends past ``end``
+                else:
+                    raise self._corrupt(at, r)
             offset += pos
         return result
+
+    def _straddles(self, at: int, stop: int) -> bool:
+        total = self.header_at(at)[0]
+        return at + total > stop and isinstance(check_record(self.read(at, max(total, 0)), 0, at), Parsed)
+
+    def _corrupt(self, offset: int, reason: str) -> CommitLogCorrupt:
+        path = self.path_of(offset)
+        return CommitLogCorrupt(
+            f"commitlog file {path} is damaged at offset {offset}: {reason}. Nothing was removed; see "
+            f"docs/operations.md, 'Damaged commitlog' (mqctl checkStore --store-dir lists all damage)",
+            str(path), offset)
 
     def aligned_chunk(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
         """Whole records (or padding) starting at ``offset``, at most ``max_bytes`` unless a single
@@ -422,15 +354,16 @@ class CommitLog:
         buf = self.read(offset, min(seg.start + seg.length, end) - offset)
         pos = 0
         while pos < len(buf):
-            total, magic = _BLANK.unpack_from(buf, pos) if len(buf) - pos >= MIN_BLANK else (0, 0)
-            if total <= 0 or pos + total > len(buf) or magic not in (MESSAGE_MAGIC, BLANK_MAGIC):
+            total, magic = peek(buf, pos) if len(buf) - pos >= MIN_BLANK else (0, 0)
+            if total <= 0 or pos + total > len(buf) or magic not in (MESSAGE_MAGIC, LEGACY_MESSAGE_MAGIC,
+                                                                     BLANK_MAGIC):
                 break
             if pos > 0 and pos + total > max_bytes:
                 break
             pos += total
         return buf[:pos]
 
-    # ------------------------------------------------------------------ truncation and recovery
+    # ------------------------------------------------------------------ truncation
     def truncate(self, offset: int) -> None:
         """Durably cut the log at ``offset``: later segments are deleted, the containing one is
         truncated and fsynced (RocketMQ issue #10666: a truncation must survive a crash)."""
@@ -452,32 +385,101 @@ class CommitLog:
         fsync_dir(self.directory)
         self.flushed_offset = min(self.flushed_offset, offset)
 
-    def _recover(self) -> None:
+    # ------------------------------------------------------------------ recovery and checking
+    def _recover(self, flushed: int) -> None:
         if not self.segments:
             return
+        if self.max_offset < flushed:
+            last = self.segments[-1]
+            raise CommitLogCorrupt(
+                f"the commitlog ends at offset {self.max_offset}, but the checkpoint says {flushed} bytes had "
+                f"been flushed to disk: {last.path} (or a later segment) lost data. Nothing was removed; see "
+                "docs/operations.md, 'Damaged commitlog'", str(last.path), self.max_offset)
         first = max(0, len(self.segments) - RECOVER_SEGMENTS)
-        valid_end = self.segments[first].start
-        for seg in self.segments[first:]:
-            if valid_end != seg.start:
-                break
-            valid_end = seg.start + self._scan_valid(seg)
-            if valid_end < seg.start + self.segment_size:
-                break
-        if valid_end < self.max_offset:
-            log.warning("commitlog recovery: cutting a torn or corrupt tail at offset %d (log ended at %d)",
-                        valid_end, self.max_offset)
-            self.truncate(valid_end)
+        for seg in self.segments[:first]:
+            if seg.length != self.segment_size:
+                raise self._corrupt(seg.start + min(seg.length, self.segment_size),
+                                    f"the file holds {seg.length} bytes instead of {self.segment_size}")
+        for i in range(first, len(self.segments)):
+            seg = self.segments[i]
+            data = os.pread(seg.fd, seg.length, 0)
+            end, reason = self._scan(seg, data)
+            if reason is None and (end == self.segment_size or i == len(self.segments) - 1):
+                continue
+            self._repair_tail(i, data, end, reason or "the segment ends early but later segments exist",
+                              flushed)
+            return
 
-    def _scan_valid(self, seg: _Segment) -> int:
-        data = os.pread(seg.fd, seg.length, 0)
-        pos = 0
+    def _scan(self, seg: _Segment, data: bytes, pos: int = 0) -> tuple[int, str | None]:
+        """Where the segment's valid records (from ``pos``) end, and why they end there (None: a
+        clean end)."""
+        if len(data) > self.segment_size:
+            return self.segment_size, f"the file is longer than mappedFileSizeCommitLog {self.segment_size}"
         while pos < len(data):
-            rec = decode_record(data, pos, seg.start + pos)
-            if rec is None:
-                break
-            if isinstance(rec, Blank):
-                if seg.start + pos + rec.size != seg.start + self.segment_size:
+            r = check_record(data, pos, seg.start + pos)
+            if isinstance(r, str):
+                return pos, r
+            if isinstance(r, Blank):
+                if pos + r.size != self.segment_size:
+                    return pos, "BLANK record does not end at the segment end"
+                if len(data) < self.segment_size:
+                    return pos, "incomplete BLANK record"
+                return self.segment_size, None
+            if pos + r.total + MIN_BLANK > self.segment_size:
+                return pos, "record crosses the segment end"
+            pos += r.total
+        return pos, None
+
+    def _repair_tail(self, index: int, data: bytes, end: int, reason: str, flushed: int) -> None:
+        """Cut a torn tail at ``end`` of segment ``index``, or refuse if it is damage (see module doc)."""
+        seg = self.segments[index]
+        bad = seg.start + end
+        if bad < flushed:
+            raise self._corrupt(bad, f"{reason}, in data that had been flushed to disk (up to {flushed})")
+        after = self._valid_after(index, data, end)
+        if after is not None:
+            raise self._corrupt(bad, f"{reason}; valid records follow at offset {after}, so this is not an "
+                                     "incomplete last write")
+        log.warning("commitlog recovery: cutting a torn tail at offset %d in %s (%s; the log ended at %d)",
+                    bad, seg.path, reason, self.max_offset)
+        self.truncate(bad)
+
+    def _valid_after(self, index: int, data: bytes, end: int) -> int | None:
+        seg = self.segments[index]
+        found = self._resync(data, seg.start, end + 1)
+        if found is not None:
+            return seg.start + found
+        for later in self.segments[index + 1:]:
+            found = self._resync(os.pread(later.fd, later.length, 0), later.start, 0)
+            if found is not None:
+                return later.start + found
+        return None
+
+    def _resync(self, data: bytes, start: int, frm: int) -> int | None:
+        """The first position >= ``frm`` where a valid record (or a BLANK that ends the full segment)
+        starts: evidence that the bytes before it are not simply the end of the log."""
+        for match in _ANY_MAGIC.finditer(data, max(frm + 4, 4)):
+            pos = match.start() - 4
+            r = check_record(data, pos, start + pos)
+            if isinstance(r, Parsed) or (isinstance(r, Blank) and pos + r.size == self.segment_size
+                                         and len(data) == self.segment_size):
+                return pos
+        return None
+
+    def scrub(self, flushed: int = 0) -> Iterator[Damage]:
+        """Every damaged place of every segment (reads the whole log; for ``mqctl checkStore``).
+        ``flushed`` as for :meth:`open`."""
+        first = max(0, len(self.segments) - RECOVER_SEGMENTS)
+        for i, seg in enumerate(self.segments):
+            data = os.pread(seg.fd, seg.length, 0)
+            pos = 0
+            while True:
+                end, reason = self._scan(seg, data, pos)
+                if reason is None and (end == self.segment_size or i == len(self.segments) - 1):
                     break
-                return self.segment_size if seg.length >= self.segment_size else pos
-            pos += rec.size
-        return pos
+                torn = i >= first and seg.start + end >= flushed and self._valid_after(i, data, end) is None
+                yield Damage(seg.path, seg.start + end, reason or "the segment ends before its end", torn)
+                found = self._resync(data, seg.start, end + 1)
+                if found is None:
+                    break
+                pos = found

@@ -8,24 +8,54 @@ Entry layout (20 bytes, big-endian, as RocketMQ's)::
 
 The entry for queue offset ``n`` sits at byte ``20 * n`` of ``consumequeue/<topic>/<queueId>``. Queues are
 derived data: they are rebuilt from the commitlog when missing and truncated with it.
+
+The topic is a path component, so only valid topic names become directories (a name like ``../x``
+never does), loading skips directories and files whose names are not valid topics and queue ids,
+and no symbolic link is followed: nothing is opened, created or truncated outside ``consumequeue/``.
+
+At start-up :meth:`ConsumeQueueStore.verify` checks that the queues, taken together, index the
+commitlog exactly: every message record once, in order, without gaps except end-of-segment padding.
+From the first place where they do not (a damaged or lost entry), every entry is cut and the store
+indexes the commitlog again from there.
 """
 
 from __future__ import annotations
 
+import heapq
+import logging
 import os
 import shutil
 import struct
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.broker.record import (
+    BLANK_MAGIC,
+    LEGACY_MESSAGE_MAGIC,
+    MESSAGE_MAGIC,
+    MIN_BLANK,
+    MIN_RECORD,
+    CommitLogCorrupt,
+    valid_topic,
+)
 from services.common.durable import fsync_dir, reserve
+
+log = logging.getLogger(__name__)
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size
 # Disk blocks are reserved ahead of a queue's end (see durable.reserve): as much again as the queue
 # holds, between 64 KiB and 1 MiB (~3k to ~52k entries), so a quiet queue takes little room.
 RESERVE_AHEAD = (2**16, 2**20)
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_ENTRIES = 2**14  # entries read at a time by verify
+
+
+def queue_file_name_ok(name: str) -> bool:
+    """A queue id as the store writes it: a non-negative decimal int32 without leading zeroes."""
+    return name.isdigit() and len(name) <= 10 and str(int(name)) == name and int(name) < 2**31
 
 
 def tags_code(tags: str) -> int:
@@ -43,14 +73,13 @@ class ConsumeQueue:
     repaired: bool = False
     reserved: int = 0  # bytes from the start with disk blocks reserved (see durable.reserve)
 
-    def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    def open(self, readonly: bool = False) -> None:
+        self.fd = _open_queue_file(self.path, readonly)
         size = os.fstat(self.fd).st_size
         self.count = size // ENTRY_SIZE
         while self.count and self.get(self.count - 1) is None:  # zero-filled tail after a power loss
             self.count -= 1
-        if self.count * ENTRY_SIZE != size:  # a torn or zeroed tail: cut it; the store re-dispatches it
+        if self.count * ENTRY_SIZE != size and not readonly:  # a torn or zeroed tail: the store re-dispatches it
             os.ftruncate(self.fd, self.count * ENTRY_SIZE)
             self.repaired = True
 
@@ -85,6 +114,21 @@ class ConsumeQueue:
         last = self.get(self.count - 1)
         return last[0] + last[1] if last else -1
 
+    def truncate_to(self, count: int) -> None:
+        """Keep the first ``count`` entries, durably."""
+        if count < self.count:
+            os.ftruncate(self.fd, count * ENTRY_SIZE)
+            os.fsync(self.fd)
+            self.count = count
+            self.reserved = 0
+
+    def iter_entries(self) -> Iterator[tuple[int, int, int]]:
+        """(commitLogOffset, size, tagsCode) of every entry, read in blocks."""
+        for first in range(0, self.count, _READ_ENTRIES):
+            n = min(_READ_ENTRIES, self.count - first)
+            raw = os.pread(self.fd, n * ENTRY_SIZE, first * ENTRY_SIZE)
+            yield from ENTRY.iter_unpack(raw[:len(raw) - len(raw) % ENTRY_SIZE])
+
     def truncate_by_phys(self, phys_offset: int) -> None:
         """Drop every entry that points at or after ``phys_offset``."""
         keep = self.count
@@ -106,19 +150,38 @@ class ConsumeQueue:
 
 
 class ConsumeQueueStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, readonly: bool = False) -> None:
         self.root = root
+        self.readonly = readonly  # for inspection (mqctl checkStore): nothing is created or changed
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.ignored: list[Path] = []  # names under root that are not topics or queue ids
+        self.cut: dict[tuple[str, int], int] = {}  # by verify: queue -> entries kept
 
     def load(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        for topic_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            for queue_file in sorted(p for p in topic_dir.iterdir() if p.name.isdigit()):
-                self._open(topic_dir.name, int(queue_file.name))
+        if not self.readonly:
+            self.root.mkdir(parents=True, exist_ok=True)
+        elif not self.root.is_dir():
+            return
+        for topic_dir in sorted(self.root.iterdir()):
+            if topic_dir.is_symlink() or not topic_dir.is_dir() or not valid_topic(topic_dir.name):
+                self._ignore(topic_dir)
+                continue
+            for queue_file in sorted(topic_dir.iterdir()):
+                if queue_file_name_ok(queue_file.name) and not queue_file.is_symlink():
+                    self._open(topic_dir.name, int(queue_file.name))
+                else:
+                    self._ignore(queue_file)
+
+    def _ignore(self, path: Path) -> None:
+        self.ignored.append(path)
+        if not self.readonly:  # an inspection reports it instead
+            log.warning("ignoring %s: not a topic directory or queue file", path)
 
     def _open(self, topic: str, queue_id: int) -> ConsumeQueue:
+        if not valid_topic(topic) or not 0 <= queue_id < 2**31:  # never a path outside the store
+            raise CommitLogCorrupt(f"refusing to index a record of topic {topic!r} queue {queue_id}")
         cq = ConsumeQueue(topic, queue_id, self.root / topic / str(queue_id))
-        cq.open()
+        cq.open(self.readonly)
         self.queues[(topic, queue_id)] = cq
         return cq
 
@@ -157,6 +220,22 @@ class ConsumeQueueStore:
         cq.put_run(run[0], run[1])
         run[1].clear()
 
+    def verify(self, log_min: int, log_max: int, segment_size: int,
+               header_at: Callable[[int], tuple[int, int]]) -> int:
+        """Check that the queues index the commitlog from ``log_min`` exactly (module docstring), cut
+        every entry from the first fault on, and return the offset up to which the log is indexed.
+        ``header_at(offset)`` gives the (totalSize, magic) of the record there."""
+        kept, indexed = _tile(self.queues, log_min, log_max, segment_size, header_at)
+        self.cut = {key: kept[key] for key, cq in self.queues.items() if kept[key] < cq.count}
+        if not self.readonly:  # an inspection reports the cuts instead
+            for key, count in self.cut.items():
+                cq = self.queues[key]
+                log.warning("consume queue %s: entries from %d on do not match the commitlog (offset %d on); "
+                            "indexing them again", cq.path, count, indexed)
+                cq.truncate_to(count)
+                cq.repaired = True
+        return indexed
+
     def dispatched_end(self) -> int:
         """The commitlog offset just after the last record any queue indexes (-1 if none)."""
         return max((cq.last_end() for cq in self.queues.values()), default=-1)
@@ -177,3 +256,65 @@ class ConsumeQueueStore:
     def destroy(self) -> None:
         self.close()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _tile(queues: dict[tuple[str, int], ConsumeQueue], log_min: int, log_max: int, segment_size: int,
+          header_at: Callable[[int], tuple[int, int]]) -> tuple[dict[tuple[str, int], int], int]:
+    """Walk every queue's entries in commitlog order while they tile the log: each starts where the
+    previous one ended (or at the next segment after BLANK padding). Returns how many entries of each
+    queue to keep, and the offset up to which the log is indexed."""
+    kept = {key: 0 for key in queues}
+    merged = heapq.merge(*(_checked(key, cq, log_min, log_max, segment_size) for key, cq in queues.items()))
+    expected, last = log_min, None
+    for phys, size, key in merged:
+        if phys != expected and not _padding(expected, phys, segment_size, header_at):
+            break
+        kept[key] += 1
+        expected, last = phys + size, (phys, size, key)
+    else:  # nothing follows the last entry to check its size against: its record does
+        if last is None or header_at(last[0]) in ((last[1], MESSAGE_MAGIC), (last[1], LEGACY_MESSAGE_MAGIC)):
+            return kept, expected
+    if last is not None:  # the entry before a fault may be the wrong one (its size): redo it too
+        kept[last[2]] -= 1
+        expected = last[0]
+    return kept, expected
+
+
+def _checked(key: tuple[str, int], cq: ConsumeQueue, log_min: int, log_max: int,
+             segment_size: int) -> Iterator[tuple[int, int, tuple[str, int]]]:
+    """A queue's entries in order, up to the first that cannot be right on its own (not after the
+    previous one, outside the log, or not placed as a record can be)."""
+    prev_end = log_min
+    for phys, size, _ in cq.iter_entries():
+        if size < MIN_RECORD or phys < prev_end or phys + size > log_max or \
+                phys % segment_size + size + MIN_BLANK > segment_size:
+            return
+        yield phys, size, key
+        prev_end = phys + size
+
+
+def _padding(expected: int, phys: int, segment_size: int, header_at: Callable[[int], tuple[int, int]]) -> bool:
+    """Whether the log from ``expected`` to ``phys`` (the next segment's start) is a BLANK record."""
+    if phys % segment_size or not 0 < phys - expected < segment_size:
+        return False
+    return header_at(expected) == (phys - expected, BLANK_MAGIC)
+
+
+def _open_queue_file(path: Path, readonly: bool = False) -> int:
+    """Open (or create) ``<root>/<topic>/<queueId>`` without following a symbolic link at either level."""
+    if not readonly:
+        path.parent.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(path.parent, 0o755)
+        except FileExistsError:
+            pass
+    flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
+        try:
+            return os.open(path.name, flags | _NOFOLLOW, 0o644, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise CommitLogCorrupt(f"cannot open consume queue {path}: {exc.strerror} (a symbolic link is never "
+                               "followed)") from exc

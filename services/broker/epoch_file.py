@@ -9,26 +9,44 @@ File format (RocketMQ's ``CheckpointFile``), ``\\n``-separated lines::
 
 Only start offsets are stored; an entry ends where the next begins, and the last one is open-ended
 (``MAX_OFFSET``) unless a caller sets its end (e.g. to the log's max offset). Every write keeps the
-previous file as ``<path>.bak`` and is durable (temp file, fsync, rename). A main file whose count or
-CRC does not match falls back to the ``.bak``.
+previous version as ``<path>.bak`` and is durable (temp file, fsync, rename).
+
+Reading is strict: the count and the CRC must match, every line must be an entry, epochs must increase
+and start offsets must not go back. Writes are atomic, so a main file that fails this was damaged
+after it was written, and the ``.bak`` (one change older) is used only when that provably loses
+nothing: every entry still readable in the damaged file is in the ``.bak``, the damaged file's count
+(if readable) is not larger, and the ``.bak`` has an entry if the commitlog holds data. Otherwise the
+store refuses to open (:class:`EpochFileDamaged`) instead of guessing.
 
 Differences from RocketMQ: an epoch may start at the same offset as the previous one (a master
 re-elected with no new data still records its new epoch, issue #9689); writing an empty list writes an
-empty file instead of silently keeping the old one; truncation resets the last end in memory too.
+empty file instead of silently keeping the old one; truncation resets the last end in memory too;
+RocketMQ skips the CRC check when the file says 0 (its ``NOT_CHECK_CRC_MAGIC_CODE``), here the CRC is
+always checked: both write the real CRC, and 0 is the real CRC of an empty list only, so a 0 on entries
+means damage or forgery (a forged ``999999`` epoch would fence the broker for good).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import re
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from services.common.durable import atomic_write
+from services.common.errors import MqctlError
 
 log = logging.getLogger(__name__)
 
 MAX_OFFSET = 2**63 - 1
+MAX_EPOCH = 2**31 - 1
+_LINE = re.compile(r"(\d{1,19})-(\d{1,19})")
+
+
+class EpochFileDamaged(MqctlError):
+    """The epoch file is damaged and its ``.bak`` cannot replace it without losing an entry."""
 
 
 @dataclass(frozen=True)
@@ -48,73 +66,163 @@ def encode_epoch_file(entries: list[EpochEntry]) -> str:
 
 
 def decode_epoch_file(text: str) -> list[tuple[int, int]] | None:
-    """Parse a file; ``None`` if its count or CRC does not match (or it is unreadable)."""
+    """Parse a file; ``None`` unless its count, CRC and every entry are valid."""
     lines = text.split("\n")
-    if len(lines) < 2:
+    if len(lines) < 3 or lines[-1] != "":
         return None
     try:
-        count, crc = int(lines[0].strip()), int(lines[1].strip())
+        count, crc = int(lines[0]), int(lines[1])
     except ValueError:
         return None
-    pairs, body = [], ""
-    for line in lines[2:]:
-        parts = line.strip().split("-")
-        if len(parts) != 2:
-            continue
-        try:
-            pairs.append((int(parts[0]), int(parts[1])))
-        except ValueError:
-            continue
-        body += f"{parts[0]}-{parts[1]}\n"
-    if len(pairs) != count:
+    entries = lines[2:-1]
+    pairs = _readable_entries(entries)
+    if len(pairs) != len(entries) or len(pairs) != count:
         return None
-    if crc != 0 and (zlib.crc32(body.encode("utf-8")) & 0x7FFFFFFF) != crc:
+    body = "".join(line + "\n" for line in entries)
+    if (zlib.crc32(body.encode("utf-8")) & 0x7FFFFFFF) != crc or not _ordered(pairs):
         return None
     return pairs
 
 
-def _read_text(path: Path) -> str:
+def _readable_entries(lines: list[str]) -> list[tuple[int, int]]:
+    pairs = []
+    for line in lines:
+        match = _LINE.fullmatch(line)
+        if match:
+            pairs.append((int(match[1]), int(match[2])))
+    return pairs
+
+
+def _ordered(pairs: list[tuple[int, int]]) -> bool:
+    if any(not (0 <= e <= MAX_EPOCH and 0 <= s <= MAX_OFFSET) for e, s in pairs):
+        return False
+    return all(a[0] < b[0] and a[1] <= b[1] for a, b in itertools.pairwise(pairs))
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text (bytes that are not UTF-8 become U+FFFD); None if it does not exist."""
     try:
-        return path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError:
         return ""
+
+
+def _damaged_view(text: str) -> tuple[int | None, list[tuple[int, int]]]:
+    """What can still be read from a damaged file: its count (if that line is a number) and every line
+    that parses as an entry."""
+    lines = text.split("\n")
+    try:
+        count: int | None = int(lines[0])
+    except ValueError:
+        count = None
+    return count, _readable_entries(lines)  # the count and CRC lines never look like entries
 
 
 class EpochFileCache:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self._entries: list[EpochEntry] = []
+        self._on_disk: str | None = None  # what the main file holds, as read or last written
 
     # ------------------------------------------------------------------ persistence
     @property
     def backup_path(self) -> Path | None:
         return None if self.path is None else self.path.with_name(self.path.name + ".bak")
 
-    def load(self) -> bool:
-        """Load from the file (or its .bak); returns False if neither holds a valid list."""
+    def diagnose(self, log_has_data: bool) -> tuple[bool, str] | None:
+        """What :meth:`load` would make of the files, without writing: None if they read cleanly,
+        (False, why) if the ``.bak`` would replace the main file or no epochs would be used, (True,
+        why) if the store would refuse to open."""
+        if self.path is None:
+            return None
+        text = _read_text(self.path)
+        if text is not None and decode_epoch_file(text) is not None:
+            return None
+        backup_text = _read_text(self.backup_path) if self.backup_path else None
+        if text is None and backup_text is None:
+            return None
+        backup = decode_epoch_file(backup_text) if backup_text is not None else None
+        problem = self._fallback_problem(text, backup, log_has_data)
+        state = "is missing" if text is None else "is damaged"
+        if problem is None:
+            return False, f"{state}; its .bak holds every entry still readable in it and replaces it at start"
+        if backup is None and not log_has_data:
+            return False, f"{state} and {problem}; the commitlog is empty, so the broker starts with no epochs"
+        return True, f"{state} and {problem}; the broker refuses to start"
+
+    def load(self, log_has_data: bool = False) -> bool:
+        """Load the file. A damaged or missing main file is replaced by its ``.bak`` only when that
+        loses nothing (module docstring), and is then rewritten from it. False when both are unreadable
+        and the log is empty (the cache starts with no epochs); :class:`EpochFileDamaged` when both are
+        unreadable and the log holds data, or when the ``.bak`` would lose an entry."""
         if self.path is None:
             return True
-        for candidate in (self.path, self.backup_path):
-            assert candidate is not None
-            pairs = decode_epoch_file(_read_text(candidate)) if candidate.exists() else None
-            if pairs is None and candidate.exists():
-                log.warning("epoch file %s is damaged (count or CRC mismatch)", candidate)
-            if pairs:
-                self._set(pairs)
-                return True
-            if pairs == [] and candidate == self.path:
-                self._entries = []
-                return True
-        self._entries = []
-        return not self.path.exists()
+        text = _read_text(self.path)
+        pairs = decode_epoch_file(text) if text is not None else None
+        if pairs is not None:
+            self._set(pairs)
+            self._on_disk = text
+            return True
+        assert self.backup_path is not None
+        backup_text = _read_text(self.backup_path)
+        if text is None and backup_text is None:
+            self._entries = []
+            return True
+        backup = decode_epoch_file(backup_text) if backup_text is not None else None
+        problem = self._fallback_problem(text, backup, log_has_data)
+        if problem is not None and backup is None and not log_has_data:
+            log.error("epoch file %s and its .bak are both unreadable; the commitlog is empty, so starting "
+                      "with no epochs", self.path)
+            self._entries = []
+            return False
+        if problem is not None:
+            state = "is missing" if text is None else "is damaged"
+            raise EpochFileDamaged(
+                f"epoch file {self.path} {state} and {problem}; refusing to guess the epoch history. See "
+                "docs/operations.md, 'Damaged epoch file'")
+        assert backup is not None
+        self._set(backup)
+        what = "is missing" if text is None else "is damaged (count, CRC or an entry does not match)"
+        log.error("epoch file %s %s; using %s, which holds every entry still readable in it: %s", self.path,
+                  what, self.backup_path, self.entries())
+        self._write_main()
+        return True
+
+    @staticmethod
+    def _fallback_problem(text: str | None, backup: list[tuple[int, int]] | None,
+                          log_has_data: bool) -> str | None:
+        """Why the .bak cannot stand in for the damaged main file (None: it can)."""
+        if backup is None:
+            return "its .bak is missing or damaged too"
+        if log_has_data and not backup:
+            return "its .bak holds no epoch, but the commitlog holds data"
+        if text is None:
+            return None
+        count, readable = _damaged_view(text)
+        missing = [p for p in readable if p not in backup]
+        if missing:
+            return f"it still shows entries its .bak lacks: {', '.join(f'{e}-{s}' for e, s in missing[:5])}"
+        if count is not None and count > len(backup):
+            return f"it held {count} entries and its .bak only {len(backup)}"
+        return None
+
+    def _write_main(self) -> None:
+        assert self.path is not None
+        self._on_disk = encode_epoch_file(self._entries)
+        atomic_write(self.path, self._on_disk)
 
     def _flush(self) -> None:
         if self.path is None:
             return
         assert self.backup_path is not None
-        if self.path.exists():
-            atomic_write(self.backup_path, self.path.read_bytes())
-        atomic_write(self.path, encode_epoch_file(self._entries))
+        previous = self._on_disk
+        if previous is None and self.path.exists():  # a cache that never read the file
+            previous = self.path.read_bytes().decode("utf-8", errors="replace")
+        if previous is not None:
+            atomic_write(self.backup_path, previous)
+        self._write_main()
 
     def _set(self, pairs: list[tuple[int, int]]) -> None:
         entries = []

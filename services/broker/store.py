@@ -3,6 +3,10 @@
 confirmOffset is owned here and only here. Consume queues are dispatched up to it and never beyond, so a
 consumer never reads a message that a failover could truncate. It only moves forward, except when the
 log itself is truncated. It is persisted in ``checkpoint`` on every flush.
+
+The checkpoint also records ``flushedOffset``, an offset the commitlog had been fsynced to: recovery
+never cuts below it, and a log that ends before it lost flushed data (refused). It carries a CRC; a
+damaged checkpoint is ignored (everything it holds can be rebuilt from the queues and the log).
 """
 
 from __future__ import annotations
@@ -10,23 +14,25 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import socket
 import struct
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
+from services.broker.record import MAX_TOPIC_LENGTH, valid_topic
 from services.common.durable import atomic_write
 from services.common.faults import fault_point
 
 log = logging.getLogger(__name__)
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-MAX_TOPIC_LENGTH = 127
+_CHECKPOINT_KEYS = ("confirmOffset", "dispatchedOffset", "flushedOffset")
+_PENDING_MAX = 200_000  # replicated records indexed from memory; beyond that, dispatch reads the log
 
 
 class StoreClosed(Exception):
@@ -63,6 +69,12 @@ class GetResult:
     min_offset: int
     max_offset: int
     records: list[MessageRecord]
+    remark: str = ""  # why, for MESSAGE_DAMAGED
+
+
+#: Pull status of a queue entry whose message cannot be served (damaged record, or an entry that does
+#: not point at its message). Not a RocketMQ status: RocketMQ would skip it (OFFSET_FOUND_NULL).
+MESSAGE_DAMAGED = "MESSAGE_DAMAGED"
 
 
 def message_id(store_host: str, offset: int) -> str:
@@ -99,6 +111,8 @@ class MessageStore:
         self.next_queue_offsets: dict[tuple[str, int], int] = {}
         self._round_robin: dict[str, int] = {}
         self._confirm_offset = 0
+        self._flushed_mark = 0  # the flushedOffset of the checkpoint
+        self._reported: set[int] = set()  # damaged offsets already logged
         self._saved_confirm: object = None
         self._pending: deque[tuple[int, int, str, int, int, str]] = deque()
         self._queue_offsets_stale = False
@@ -107,27 +121,30 @@ class MessageStore:
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
+        """Recover and open; raises CommitLogCorrupt or EpochFileDamaged (one line naming the file)
+        for damage it will not repair by itself."""
         self.closed = False
         self.root.mkdir(parents=True, exist_ok=True)
-        self.commitlog.open()
-        if not self.epochs.load():
-            log.error("epoch file %s and its .bak are both unreadable; starting with no epochs",
-                      self.epochs.path)
-        self.epochs.truncate_suffix_by_offset(self.commitlog.max_offset + 1)
-        self.queues.load()
-        self.queues.truncate(self.commitlog.max_offset)
         checkpoint = self._load_checkpoint()
-        # Re-dispatch from the last offset known to be indexed durably by *every* queue (the checkpoint
-        # is written after the queues are fsynced); re-dispatching is idempotent.
-        dispatched = checkpoint.get("dispatchedOffset", -1)
-        if dispatched < 0 or dispatched > self.queues.dispatched_end():
-            dispatched = self.commitlog.min_offset
-        for cq in self.queues.queues.values():
-            if cq.repaired:  # its damaged tail must be indexed again
-                dispatched = min(dispatched, cq.last_end() if cq.count else self.commitlog.min_offset)
-        self.reput_offset = min(max(dispatched, self.commitlog.min_offset), self.commitlog.max_offset)
-        confirm = max(checkpoint.get("confirmOffset", 0), self.queues.dispatched_end())
-        self._confirm_offset = min(confirm, self.commitlog.max_offset)
+        self.commitlog.open(flushed=checkpoint.get("flushedOffset", 0))
+        try:
+            self._recover(checkpoint)
+        except BaseException:
+            self.queues.close()
+            self.commitlog.close_files()
+            raise
+
+    def _recover(self, checkpoint: dict[str, int]) -> None:
+        log_min, log_max = self.commitlog.min_offset, self.commitlog.max_offset
+        self.epochs.load(log_has_data=log_max > log_min)
+        self.epochs.truncate_suffix_by_offset(log_max + 1)
+        self.queues.load()
+        # The queues themselves say how far the log is indexed (verify checks them against it);
+        # re-dispatching from there is idempotent.
+        indexed = self.queues.verify(log_min, log_max, self.commitlog.segment_size, self.commitlog.header_at)
+        self.reput_offset = indexed
+        self._flushed_mark = min(checkpoint.get("flushedOffset", 0), log_max)
+        self._confirm_offset = min(max(checkpoint.get("confirmOffset", 0), indexed), log_max)
         self._rebuild_queue_offsets()
         self.dispatch()
 
@@ -142,11 +159,11 @@ class MessageStore:
         self.queues.close()
 
     def _load_checkpoint(self) -> dict[str, int]:
-        try:
-            doc = json.loads(self.checkpoint_path.read_text())
-            return {k: int(doc[k]) for k in ("confirmOffset", "dispatchedOffset") if k in doc}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return {}
+        doc, problem = load_checkpoint(self.checkpoint_path)
+        if problem:
+            log.warning("checkpoint %s: %s; rebuilding what it held from the consume queues and the commitlog",
+                        self.checkpoint_path, problem)
+        return doc
 
     def _rebuild_queue_offsets(self) -> None:
         self.next_queue_offsets = {key: cq.count for key, cq in self.queues.queues.items()}
@@ -176,7 +193,7 @@ class MessageStore:
 
     # ------------------------------------------------------------------ writes
     def validate(self, msg: Message) -> None:
-        if not msg.topic or len(msg.topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.fullmatch(msg.topic):
+        if not valid_topic(msg.topic):
             raise MessageIllegal(f"topic {msg.topic!r} is illegal: use at most {MAX_TOPIC_LENGTH} of "
                                  "letters, digits, '%', '|', '_' and '-'")
         if not msg.body:
@@ -235,11 +252,16 @@ class MessageStore:
         return n % self.queue_nums
 
     def append_raw(self, offset: int, data: bytes) -> None:
-        """Replica path: write bytes received from the master at the same offset."""
+        """Replica path: write bytes received from the master at the same offset. Every record is
+        checked first (as the send path checks a message, plus framing, position and CRC); anything
+        wrong raises InvalidRecord and nothing is written."""
         self._check_open()
+        entries = self.commitlog.check_chunk(offset, data, self.queue_nums, self.max_message_size)
         self.commitlog.write_at(offset, data)
         if self.reput_offset < self.commitlog.min_offset:  # an empty replica that started mid-log
             self.reput_offset = self._confirm_offset = self.commitlog.min_offset
+        if len(self._pending) + len(entries) <= _PENDING_MAX:  # already checked: index without re-reading
+            self._pending.extend((e[3], e[4], e[0], e[1], e[2], e[5]) for e in entries)
         # Queue offsets are only needed once this replica becomes master: rebuild them then.
         self._queue_offsets_stale = True
 
@@ -289,16 +311,19 @@ class MessageStore:
         return boundary if boundary <= end and self.commitlog.read_record(offset) is None else offset
 
     def truncate(self, offset: int) -> None:
-        """Cut the log, its consume queues and epochs at ``offset``, durably; confirmOffset follows."""
+        """Cut the log, its consume queues and epochs at ``offset``, durably; confirmOffset follows.
+        The checkpoint is lowered first: after a crash in the middle, a log shorter than the old
+        flushedOffset must not look like lost data."""
         self._pending.clear()
+        self.reput_offset = min(self.reput_offset, offset)
+        self._confirm_offset = min(self._confirm_offset, offset)
+        self._flushed_mark = min(self._flushed_mark, offset)
+        self._save_checkpoint(force=True, dispatched=self.reput_offset)
         self.commitlog.truncate(offset)
         fault_point("during_truncate")
         self.queues.truncate(offset)
         self.epochs.truncate_suffix_by_offset(offset + 1)  # epochs starting past the new end
-        self.reput_offset = min(self.reput_offset, offset)
-        self._confirm_offset = min(self._confirm_offset, offset)
         self._rebuild_queue_offsets()
-        self._save_checkpoint(force=True, dispatched=self.reput_offset)
 
     # ------------------------------------------------------------------ reads
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> GetResult:
@@ -314,13 +339,40 @@ class MessageStore:
         records: list[MessageRecord] = []
         offset = queue_offset
         while offset < max_q and len(records) < max_nums:
-            entry = cq.get(offset)
-            rec = self.commitlog.read_record(entry[0]) if entry else None
-            if rec is None:
-                break
+            rec = self._read_entry(cq.get(offset), topic, queue_id, offset)
+            if isinstance(rec, str):
+                if records:
+                    break  # the next pull, at the damaged one, gets the error
+                return GetResult(MESSAGE_DAMAGED, offset, 0, max_q, [], rec)
             records.append(rec)
             offset += 1
         return GetResult("FOUND" if records else "NO_MESSAGE_IN_QUEUE", offset, 0, max_q, records)
+
+    def _read_entry(self, entry: tuple[int, int, int] | None, topic: str, queue_id: int,
+                    queue_offset: int) -> MessageRecord | str:
+        """The message a queue entry points at, checked (CRC and fields) and matched against the entry;
+        or a remark saying why it cannot be served."""
+        where = f"the message at queue offset {queue_offset} of {topic}/{queue_id}"
+        if entry is None:
+            return self._damaged(-1, f"{where} has no consume queue entry (the queue file is damaged); see "
+                                     "docs/operations.md, 'Rebuilding consume queues'")
+        found = self.commitlog.check_at(entry[0])
+        if isinstance(found, str):
+            return self._damaged(entry[0], f"{where} is damaged: {self.commitlog.path_of(entry[0])}, offset "
+                                           f"{entry[0]}: {found}. Pull from queue offset {queue_offset + 1} "
+                                           "to skip it; see docs/operations.md, 'Damaged commitlog'")
+        if (found.topic, found.queue_id, found.queue_offset, found.size) != (topic, queue_id, queue_offset,
+                                                                             entry[1]):
+            return self._damaged(entry[0], f"{where} cannot be read: its consume queue entry points at "
+                                           f"commitlog offset {entry[0]}, which holds another message; see "
+                                           "docs/operations.md, 'Rebuilding consume queues'")
+        return found
+
+    def _damaged(self, offset: int, remark: str) -> str:
+        if offset not in self._reported and len(self._reported) < 10_000:
+            self._reported.add(offset)
+            log.error("%s", remark)
+        return remark
 
     def topics(self) -> list[dict[str, object]]:
         names = sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues})
@@ -337,18 +389,56 @@ class MessageStore:
     # ------------------------------------------------------------------ durability
     def flush(self, index: bool = True) -> int:
         """fsync the commitlog and, with ``index``, then the consume queues and the checkpoint (which
-        names what they durably index); returns the commitlog offset now durable."""
+        names what they durably index and how far the log is fsynced); returns the commitlog offset now
+        durable."""
         dispatched = self.reput_offset  # read before the fsyncs: everything below it is then durable
         flushed = self.commitlog.flush()
         if index:
             self.queues.flush()
+            self._flushed_mark = flushed
             self._save_checkpoint(dispatched=min(dispatched, flushed))
         return flushed
 
     def _save_checkpoint(self, force: bool = False, dispatched: int | None = None) -> None:
-        marker = (self._confirm_offset, dispatched)
+        doc = {"confirmOffset": self._confirm_offset,
+               "dispatchedOffset": self.reput_offset if dispatched is None else dispatched,
+               "flushedOffset": self._flushed_mark}
+        marker = tuple(doc.values())
         if force or marker != self._saved_confirm:
-            doc = {"confirmOffset": self._confirm_offset,
-                   "dispatchedOffset": self.reput_offset if dispatched is None else dispatched}
-            atomic_write(self.checkpoint_path, json.dumps(doc))
+            atomic_write(self.checkpoint_path, encode_checkpoint(doc))
             self._saved_confirm = marker
+
+
+def load_checkpoint(path: Path) -> tuple[dict[str, int], str]:
+    """The checkpoint's fields ({} if there is none), and what is wrong with it ("" if nothing)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}, ""
+    except OSError as exc:
+        return {}, f"unreadable ({exc.strerror})"
+    doc = _decode_checkpoint(raw)
+    return ({}, "damaged (or written by an older version, without a CRC)") if doc is None else (doc, "")
+
+
+def _canonical(doc: dict[str, int]) -> bytes:
+    return json.dumps({k: doc[k] for k in _CHECKPOINT_KEYS}, separators=(",", ":")).encode()
+
+
+def encode_checkpoint(doc: dict[str, int]) -> str:
+    """``{"confirmOffset": .., "dispatchedOffset": .., "flushedOffset": .., "crc": ..}``; the CRC is of
+    the three fields written compactly in this order."""
+    return json.dumps({**{k: doc[k] for k in _CHECKPOINT_KEYS}, "crc": zlib.crc32(_canonical(doc))})
+
+
+def _decode_checkpoint(raw: bytes) -> dict[str, int] | None:
+    try:
+        doc: Any = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or set(doc) != {*_CHECKPOINT_KEYS, "crc"}:
+        return None
+    if any(type(v) is not int or v < 0 for v in doc.values()):
+        return None
+    fields = {k: int(doc[k]) for k in _CHECKPOINT_KEYS}
+    return fields if zlib.crc32(_canonical(fields)) == doc["crc"] else None

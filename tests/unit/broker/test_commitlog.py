@@ -11,10 +11,12 @@ import pytest
 
 from services.broker.commitlog import (
     BLANK_MAGIC,
+    LEGACY_MESSAGE_MAGIC,
     MESSAGE_MAGIC,
     MIN_BLANK,
     Blank,
     CommitLog,
+    CommitLogCorrupt,
     CommitLogError,
     MessageRecord,
     decode_properties,
@@ -23,6 +25,7 @@ from services.broker.commitlog import (
     encode_record,
     record_size,
 )
+from services.broker.record import check_record, encode
 from services.common import durable
 
 SEG = 4096
@@ -69,7 +72,7 @@ class TestEncoding:
         assert len(raw) == 41 + 5 + 2 + len(props_b) + 4 + 5 == record_size("Topic", props, 5)
         total, magic, crc, qid, qoff, phys, ts, tlen = struct.unpack_from(">iIIiqqqB", raw, 0)
         assert (total, magic, crc, qid, qoff, phys, ts, tlen) == (
-            len(raw), MESSAGE_MAGIC, zlib.crc32(b"hello"), 3, 7, 1234, TS, 5)
+            len(raw), MESSAGE_MAGIC, zlib.crc32(raw[12:], zlib.crc32(raw[:8])), 3, 7, 1234, TS, 5)
         assert raw[41:46] == b"Topic"
         assert struct.unpack_from(">H", raw, 46)[0] == len(props_b)
         assert raw[48:48 + len(props_b)] == props_b
@@ -77,12 +80,12 @@ class TestEncoding:
         assert raw.endswith(b"hello")
 
     def test_round_trip(self) -> None:
-        raw = encode_record("Tópico", 1, 2, 500, TS, {"KEYS": "a b", "TAGS": "t", "u": "v"}, b"\x00\xffbody")
+        raw = encode_record("T%|_-9", 1, 2, 500, TS, {"KEYS": "a b", "TAGS": "t", "ü": "v"}, b"\x00\xffbody")
         rec = decode_record(b"xx" + raw, 2, 500)
         assert isinstance(rec, MessageRecord)
         assert (rec.topic, rec.queue_id, rec.queue_offset, rec.physical_offset, rec.store_timestamp) == (
-            "Tópico", 1, 2, 500, TS)
-        assert rec.properties == {"KEYS": "a b", "TAGS": "t", "u": "v"}
+            "T%|_-9", 1, 2, 500, TS)
+        assert rec.properties == {"KEYS": "a b", "TAGS": "t", "ü": "v"}
         assert (rec.keys, rec.tags, rec.body, rec.size) == ("a b", "t", b"\x00\xffbody", len(raw))
         assert rec.next_offset == 500 + len(raw)
 
@@ -124,6 +127,42 @@ class TestEncoding:
         raw = bytearray(encode_record("T", 0, 0, 0, TS, {}, b"x" * 10))
         raw[40] = 255  # topicLength
         assert decode_record(bytes(raw), 0, 0) is None
+
+    def test_the_crc_covers_every_byte_of_the_record(self) -> None:
+        # A body-only CRC let a flipped topic or queue byte move a message to another queue unnoticed.
+        raw = encode_record("T", 1, 2, 0, TS, {"KEYS": "k"}, b"body")
+        for at in range(len(raw)):
+            for bit in (0x01, 0x80):
+                damaged = bytearray(raw)
+                damaged[at] ^= bit
+                assert decode_record(bytes(damaged), 0, 0) is None, (at, bit)
+
+    def test_records_of_older_builds_with_a_body_crc_are_still_read(self) -> None:
+        raw = bytearray(encode_record("T", 1, 2, 0, TS, {"KEYS": "k"}, b"body"))
+        raw[4:12] = struct.pack(">II", LEGACY_MESSAGE_MAGIC, zlib.crc32(b"body"))
+        rec = decode_record(bytes(raw), 0, 0)
+        assert isinstance(rec, MessageRecord) and (rec.topic, rec.keys, rec.body) == ("T", "k", b"body")
+        raw[-1] ^= 0xFF
+        assert decode_record(bytes(raw), 0, 0) is None
+
+    @pytest.mark.parametrize("topic", ["../../../../tmp/x", "a/b", "..", ".", "", "t" * 128, "tópico", "a\x00b",
+                                       "T\n"])
+    def test_a_record_with_an_invalid_topic_is_not_a_record(self, topic: str) -> None:
+        # The topic becomes a directory name under consumequeue/: a CRC-valid record is not enough.
+        raw = encode((topic.encode()), b"", 0, 0, 0, TS, b"x")
+        assert decode_record(raw, 0, 0) is None
+        assert "invalid topic" in str(check_record(raw, 0, 0))
+
+    @pytest.mark.parametrize("props", [b"KEYS\x01k", b"KEYS\x02", b"a\x01b\x01c\x02", b"\xff\x01v\x02", b"\x02"])
+    def test_properties_that_do_not_decode_are_refused(self, props: bytes) -> None:
+        raw = encode(b"T", props, 0, 0, 0, TS, b"x")
+        assert decode_record(raw, 0, 0) is None
+        assert "properties" in str(check_record(raw, 0, 0))
+
+    @pytest.mark.parametrize("fields", [(-1, 0, TS), (0, -1, TS), (0, 0, -1)])
+    def test_negative_queue_fields_are_refused(self, fields: tuple[int, int, int]) -> None:
+        queue_id, queue_offset, ts = fields
+        assert decode_record(encode(b"T", b"", queue_id, queue_offset, 0, ts, b"x"), 0, 0) is None
 
 
 # --------------------------------------------------------------------------------------------- append/read
@@ -540,7 +579,8 @@ class TestRecovery:
         assert [r.queue_offset for r in cl.iter_records(0)] == list(range(7))
         cl.close()
 
-    def test_corruption_in_the_middle_of_last_segment_cuts_from_there(self, cl_dir: Path) -> None:
+    def test_corruption_in_the_middle_of_last_segment_is_refused_and_nothing_is_cut(self, cl_dir: Path) -> None:
+        # It used to cut the log there, dropping the 12 intact records after it.
         cl = open_log(cl_dir)
         fill(cl, 4)  # segment 0 full, segment 1 begins
         small = fill(cl, 20, body_size=60, topic="Small")
@@ -552,14 +592,15 @@ class TestRecovery:
         data = bytearray(path.read_bytes())
         data[bad_off - SEG + bad_size - 30] ^= 0xFF  # inside the body of the 8th small record
         path.write_bytes(bytes(data))
-        cl = open_log(cl_dir)
-        assert cl.max_offset == bad_off
-        assert os.path.getsize(path) == bad_off - SEG
-        recs = cl.iter_records(0)
-        assert [r.topic for r in recs] == ["TopicTest"] * 4 + ["Small"] * 7
-        cl.close()
+        with pytest.raises(CommitLogCorrupt) as err:
+            open_log(cl_dir)
+        assert str(path) in str(err.value) and f"offset {bad_off}:" in str(err.value)
+        assert f"valid records follow at offset {in_last[8][0]}" in str(err.value)
+        assert (err.value.path, err.value.offset) == (str(path), bad_off)
+        assert path.read_bytes() == bytes(data)  # nothing removed
 
-    def test_corruption_in_an_earlier_recent_segment_cuts_and_deletes_later(self, cl_dir: Path) -> None:
+    def test_corruption_in_an_earlier_recent_segment_is_refused_and_later_segments_stay(self, cl_dir: Path) -> None:
+        # It used to delete the whole last segment.
         cl = open_log(cl_dir)
         appended = fill(cl, 9)  # segments 0, 1, 2
         cl.close()
@@ -568,10 +609,67 @@ class TestRecovery:
         data = bytearray(path.read_bytes())
         data[victim_off - SEG + 100] ^= 0xFF
         path.write_bytes(bytes(data))
+        with pytest.raises(CommitLogCorrupt, match=f"offset {victim_off}: .*valid records follow"):
+            open_log(cl_dir)
+        assert segment_files(cl_dir) == [seg_name(0), seg_name(SEG), seg_name(2 * SEG)]
+
+    def test_the_only_record_of_the_last_segment_damaged_with_later_data_missing_is_a_torn_tail(
+            self, cl_dir: Path) -> None:
         cl = open_log(cl_dir)
-        assert cl.max_offset == victim_off
-        assert segment_files(cl_dir) == [seg_name(0), seg_name(SEG)]
+        appended = fill(cl, 8)
         cl.close()
+        last_off, last_size = appended[-1]
+        path = cl_dir / seg_name(last_off - last_off % SEG)
+        with open(path, "r+b") as f:  # the unflushed tail of a power loss: zeroes
+            f.seek(last_off % SEG + 10)
+            f.write(bytes(last_size - 10))
+        cl = open_log(cl_dir)
+        assert cl.max_offset == last_off
+        cl.close()
+
+    def test_damage_below_the_flushed_offset_is_refused_even_at_the_end(self, cl_dir: Path) -> None:
+        cl = open_log(cl_dir)
+        appended = fill(cl, 8)
+        flushed = cl.flush()
+        cl.close()
+        last_off, last_size = appended[-1]
+        path = cl_dir / seg_name(last_off - last_off % SEG)
+        data = bytearray(path.read_bytes())
+        data[last_off % SEG + last_size - 1] ^= 0x55
+        path.write_bytes(bytes(data))
+        cl = CommitLog(cl_dir, SEG)
+        with pytest.raises(CommitLogCorrupt, match=f"offset {last_off}: CRC mismatch, in data that had been flushed"):
+            cl.open(flushed=flushed)
+        assert path.read_bytes() == bytes(data)
+
+    @pytest.mark.parametrize("cut", [1, 500, 4000])
+    def test_a_log_shorter_than_what_was_flushed_is_refused(self, cl_dir: Path, cut: int) -> None:
+        cl = open_log(cl_dir)
+        fill(cl, 8)
+        flushed = cl.flush()
+        cl.close()
+        last = cl_dir / seg_name(flushed - flushed % SEG)
+        os.truncate(last, max(0, last.stat().st_size - cut))
+        cl = CommitLog(cl_dir, SEG)
+        with pytest.raises(CommitLogCorrupt, match=f"checkpoint says {flushed} bytes had been flushed"):
+            cl.open(flushed=flushed)
+
+    def test_an_old_segment_that_lost_bytes_is_refused(self, cl_dir: Path) -> None:
+        cl = open_log(cl_dir)
+        fill(cl, 16)  # 6 segments; only the last 3 are scanned
+        cl.close()
+        os.truncate(cl_dir / seg_name(SEG), SEG - 100)
+        with pytest.raises(CommitLogCorrupt, match=f"{seg_name(SEG)} is damaged .* holds {SEG - 100} bytes"):
+            open_log(cl_dir)
+
+    def test_a_segment_longer_than_the_segment_size_is_refused(self, cl_dir: Path) -> None:
+        cl = open_log(cl_dir)
+        fill(cl, 8)
+        cl.close()
+        with open(cl_dir / seg_name(SEG), "ab") as f:
+            f.write(b"\x00" * 10)
+        with pytest.raises(CommitLogCorrupt, match="longer than mappedFileSizeCommitLog"):
+            open_log(cl_dir)
 
     def test_garbage_after_last_record_is_cut(self, cl_dir: Path) -> None:
         cl = open_log(cl_dir)
@@ -666,10 +764,40 @@ def test_index_scan_agrees_with_full_decoding(tmp_path: Path) -> None:
     assert [e[5] for e in full[:3]] == ["", "", "red"]
 
 
-def test_index_scan_stops_at_a_corrupt_body(tmp_path: Path) -> None:
+def test_index_scan_names_a_corrupt_body_instead_of_stopping_silently(tmp_path: Path) -> None:
+    # A silent stop left consumers waiting forever at that queue offset.
     cl = open_log(tmp_path)
     placed = fill(cl, 3, body_size=200)
     offset, size = placed[1]
     os.pwrite(cl.segments[0].fd, b"\xff", offset + size - 1)  # flip the last body byte
-    assert [e[3] for e in cl.iter_index(0)] == [placed[0][0]]
-    assert [r.physical_offset for r in cl.iter_records(0)] == [placed[0][0]]
+    for scan in (cl.iter_index, cl.iter_records):
+        with pytest.raises(CommitLogCorrupt, match=f"{seg_name(0)} is damaged at offset {offset}: CRC mismatch"):
+            scan(0)
+    assert cl.check_at(offset) == "CRC mismatch" and cl.read_record(offset) is None
+    cl.close()
+
+
+def test_a_scan_that_ends_inside_a_record_stops_before_it(tmp_path: Path) -> None:
+    cl = open_log(tmp_path)
+    placed = fill(cl, 3, body_size=200)
+    end = placed[1][0] + 50
+    assert [e[3] for e in cl.iter_index(0, end)] == [placed[0][0]]
+    cl.close()
+
+
+def test_scrub_lists_every_damaged_record_of_every_segment(tmp_path: Path) -> None:
+    cl = open_log(tmp_path)
+    placed = fill(cl, 16)  # 6 segments
+    cl.close()
+    victims = [placed[1][0], placed[5][0], placed[14][0]]
+    for off in victims:
+        path = tmp_path / seg_name(off - off % SEG)
+        data = bytearray(path.read_bytes())
+        data[off % SEG + 300] ^= 0x10
+        path.write_bytes(bytes(data))
+    cl = CommitLog(tmp_path, SEG)
+    cl.open(recover=False)
+    found = list(cl.scrub())
+    cl.close()
+    assert [(d.offset, d.reason) for d in found] == [(v, "CRC mismatch") for v in victims]
+    assert found[0].path == tmp_path / seg_name(0)

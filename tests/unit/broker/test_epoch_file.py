@@ -10,6 +10,7 @@ from services.broker.epoch_file import (
     MAX_OFFSET,
     EpochEntry,
     EpochFileCache,
+    EpochFileDamaged,
     decode_epoch_file,
     encode_epoch_file,
 )
@@ -123,28 +124,56 @@ class TestFileFormat:
         assert decode_epoch_file(bak.read_text()) == [(1, 0)]
         assert decode_epoch_file(path.read_text()) == [(1, 0), (2, 100)]
 
-    def test_crc_mismatch_falls_back_to_bak(self, cache: EpochFileCache, path: Path) -> None:
+    def test_crc_mismatch_in_the_newest_entry_is_refused_not_replaced_by_the_bak(
+            self, cache: EpochFileCache, path: Path) -> None:
+        # The .bak lacks epoch 3: falling back used to lose it with only a warning.
         path.write_text(path.read_text().replace("3-500", "3-501"))
-        loaded = EpochFileCache(path)
-        assert loaded.load()
-        assert [(e.epoch, e.start_offset) for e in loaded.entries()] == [(1, 100), (2, 300)]
+        with pytest.raises(EpochFileDamaged, match=f"{path} is damaged and it still shows entries its .bak "
+                                                   "lacks: 3-501"):
+            EpochFileCache(path).load()
 
-    def test_count_mismatch_falls_back_to_bak(self, cache: EpochFileCache, path: Path) -> None:
+    def test_count_larger_than_the_bak_is_refused(self, cache: EpochFileCache, path: Path) -> None:
         text = path.read_text()
-        path.write_text("4" + text[1:])
+        path.write_text(text[:text.index("3-500")])  # the newest line lost, the count says 3
+        with pytest.raises(EpochFileDamaged, match="it held 3 entries and its .bak only 2"):
+            EpochFileCache(path).load()
+
+    def test_damage_that_hides_nothing_the_bak_lacks_falls_back_and_repairs_the_file(
+            self, cache: EpochFileCache, path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        cache.truncate_suffix_by_epoch(3)  # main: epochs 1, 2; .bak: 1, 2, 3
+        path.write_text(path.read_text().replace("\n", "\n\n", 1))  # an extra line: count and CRC still read
         loaded = EpochFileCache(path)
-        assert loaded.load()
-        assert [e.epoch for e in loaded.entries()] == [1, 2]
+        with caplog.at_level("ERROR"):
+            assert loaded.load()
+        assert [e.epoch for e in loaded.entries()] == [1, 2, 3]  # the .bak: nothing the main file held is lost
+        assert str(path) in caplog.text
+        assert decode_epoch_file(path.read_text()) == [(1, 100), (2, 300), (3, 500)]  # rewritten
 
-    def test_crc_zero_disables_check(self) -> None:
-        assert decode_epoch_file("2\n0\n7-7000\n8-8000\n") == [(7, 7000), (8, 8000)]
+    @pytest.mark.parametrize("forged", ["2\n0\n7-7000\n8-8000\n", "1\n0\n999999-0\n"])
+    def test_crc_zero_is_checked_like_any_other(self, forged: str) -> None:
+        # RocketMQ skips the check for a CRC of 0; a forged epoch 999999 was accepted that way.
+        assert decode_epoch_file(forged) is None
+        assert decode_epoch_file("0\n0\n") == []  # 0 is the real CRC of an empty list
 
-    def test_lines_not_splitting_in_two_are_skipped(self) -> None:
-        body = "7-7000\n8-8000\n"
+    def test_forged_epoch_with_crc_zero_is_not_loaded(self, path: Path) -> None:
+        c = EpochFileCache(path)
+        c.append(1, 0)
+        c.append(2, 100)
+        path.write_text("3\n0\n1-0\n2-100\n999999-200\n")
+        with pytest.raises(EpochFileDamaged):
+            EpochFileCache(path).load(log_has_data=True)
+
+    def test_lines_that_are_not_entries_make_the_file_damaged(self) -> None:
         text = encode_epoch_file([EpochEntry(7, 7000), EpochEntry(8, 8000)])
         crc = text.split("\n")[1]
-        assert decode_epoch_file(f"2\n{crc}\n7-7000\ngarbage\n8-8000\n\n") == [(7, 7000), (8, 8000)]
-        assert body in text
+        assert decode_epoch_file(f"2\n{crc}\n7-7000\ngarbage\n8-8000\n") is None
+        assert decode_epoch_file(f"2\n{crc}\n7-7000\n8-8000") is None  # the last line without its newline
+        assert decode_epoch_file(f"2\n{crc}\n 7-7000\n8-8000\n") is None
+
+    @pytest.mark.parametrize("pairs", [[(2, 0), (1, 100)], [(1, 100), (2, 50)], [(1, 0), (1, 0)],
+                                       [(2**31, 0)], [(1, 2**63)]])
+    def test_entries_out_of_order_or_range_make_the_file_damaged(self, pairs: list[tuple[int, int]]) -> None:
+        assert decode_epoch_file(encode_epoch_file([EpochEntry(e, s) for e, s in pairs])) is None
 
     def test_unparseable_header(self) -> None:
         assert decode_epoch_file("") is None
@@ -160,6 +189,15 @@ class TestFileFormat:
     def test_main_corrupt_and_no_bak_load_fails(self, path: Path) -> None:
         path.write_text("3\n12345\n1-0\n")
         assert EpochFileCache(path).load() is False
+        with pytest.raises(EpochFileDamaged, match="its .bak is missing or damaged too"):
+            EpochFileCache(path).load(log_has_data=True)
+
+    def test_the_bak_is_written_from_what_the_main_file_held(self, path: Path) -> None:
+        c = EpochFileCache(path)
+        c.append(1, 0)
+        path.write_text("garbage")  # damaged after it was written: never copied into the .bak
+        c.append(2, 100)
+        assert decode_epoch_file(path.with_name(path.name + ".bak").read_text()) == [(1, 0)]
 
     def test_no_file_is_an_empty_cache(self, path: Path) -> None:
         c = EpochFileCache(path)

@@ -3,18 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
 
-from services.broker.commitlog import record_size
+from services.broker.commitlog import BLANK_MAGIC, InvalidRecord, encode_record, record_size
 from services.broker.epoch_file import EpochFileCache
-from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore, StoreClosed, message_id
+from services.broker.record import encode
+from services.broker.store import (
+    MESSAGE_DAMAGED,
+    AppendResult,
+    Message,
+    MessageIllegal,
+    MessageStore,
+    StoreClosed,
+    message_id,
+)
+from services.common import faults
 
 SEG = 4096
 TS = 1_700_000_000_000
 HOST = "127.0.0.1:10911"
+
+
+def crash(store: MessageStore) -> None:
+    """Stop as a killed process stops: nothing flushed, no checkpoint written."""
+    for seg in store.commitlog.segments:
+        os.close(seg.fd)
+    for cq in store.queues.queues.values():
+        os.close(cq.fd)
 
 
 def make_store(root: Path, **kw: object) -> MessageStore:
@@ -305,8 +326,11 @@ class TestRecovery:
         results = [store.append(msg(i), TS) for i in range(3)]
         store.set_confirm_offset(results[1].next_offset)
         store.flush()
-        assert json.loads((root / "checkpoint").read_text()) == {"confirmOffset": results[1].next_offset,
-                                                              "dispatchedOffset": results[1].next_offset}
+        doc = json.loads((root / "checkpoint").read_text())
+        crc = doc.pop("crc")
+        assert doc == {"confirmOffset": results[1].next_offset, "dispatchedOffset": results[1].next_offset,
+                       "flushedOffset": store.max_offset}
+        assert crc == zlib.crc32(json.dumps(doc, separators=(",", ":")).encode())
         store.close()
 
     def test_flush_without_index_leaves_queues_and_checkpoint_for_later(self, root: Path) -> None:
@@ -346,7 +370,7 @@ class TestRecovery:
         store = make_store(root)
         results = [store.append(msg(i), TS) for i in range(4)]
         store.set_confirm_offset(store.max_offset)
-        store.close()
+        crash(store)  # no flush: the last record was never known to be on disk
         seg = root / "commitlog" / f"{0:020d}"
         with open(seg, "r+b") as f:
             f.truncate(results[3].commit_log_offset + 10)
@@ -404,6 +428,128 @@ class TestAppendRaw:
         assert slave.append(msg(99, queue_id=0), TS).queue_offset == 5
         master.close()
         slave.close()
+
+
+    def test_replicated_records_are_indexed_without_reading_them_back(self, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+        master = make_store(tmp_path / "m")
+        master.append_batch([msg(i, queue_id=i % 2, size=900) for i in range(10)], TS)
+        slave = make_store(tmp_path / "s")
+        slave.append_raw(0, master.commitlog.read(0, SEG) + master.commitlog.read(SEG, SEG) +
+                         master.commitlog.read(2 * SEG, SEG))
+        monkeypatch.setattr(slave.commitlog, "iter_index", None)  # append_raw checked them already
+        slave.set_confirm_offset(master.max_offset)
+        assert [visible(slave, queue_id=q) for q in (0, 1)] == [[0, 1, 2, 3, 4]] * 2
+        master.close()
+        slave.close()
+
+
+def chunk(topic: bytes = b"TopicTest", queue_id: int = 0, phys: int = 0, body: bytes = b"x",
+          props: bytes = b"") -> bytes:
+    return encode(topic, props, queue_id, 0, phys, TS, body)
+
+
+def blank(size: int) -> bytes:
+    return struct.pack(">iI", size, BLANK_MAGIC) + bytes(size - 8)
+
+
+def invalid_chunks(at: int) -> dict[str, tuple[bytes, str]]:
+    """Bytes a peer could send for offset ``at``, and what append_raw must say about them."""
+    good = chunk(phys=at)
+    return {
+        "traversal topic": (chunk(b"../../../../tmp/x", phys=at), "invalid topic"),
+        "slash in topic": (chunk(b"a/b", phys=at), "invalid topic"),
+        "dot topic": (chunk(b"..", phys=at), "invalid topic"),
+        "crc": (good[:-1] + bytes([good[-1] ^ 0xFF]), "CRC mismatch"),
+        "physical offset": (chunk(phys=at + 64), f"physicalOffset field {at + 64}"),
+        "partial record": (good[:-1], "incomplete"),
+        "trailing bytes": (good + bytes(3), "incomplete record header"),
+        "queue id": (chunk(queue_id=4, phys=at), "queueId 4 is out of range 0..3"),
+        "negative queue id": (chunk(queue_id=-1, phys=at), "negative queueId"),
+        "body too large": (chunk(body=bytes(2001), phys=at), "body of 2001 bytes"),
+        "empty body": (chunk(body=b"", phys=at), "body of 0 bytes"),
+        "properties": (chunk(props=b"KEYS\x01\xff\x02", phys=at), "properties"),
+        "record crossing the segment end": (chunk(body=bytes(SEG - at - 60), phys=at), "crosses the segment end"),
+        "short BLANK": (blank(100), "does not end at the segment end"),
+        "BLANK with data": (blank(SEG - at)[:-1] + b"\x01", "BLANK padding is not zeroes"),
+        "unknown magic": (struct.pack(">iI", 64, 0x12345678) + bytes(56), "unknown magic"),
+    }
+
+
+@pytest.mark.parametrize("name", invalid_chunks(0))
+def test_append_raw_checks_every_record_before_writing_anything(tmp_path: Path, name: str) -> None:
+    store = make_store(tmp_path / "store")
+    good = chunk()
+    store.append_raw(0, good)
+    at = len(good)
+    data, reason = invalid_chunks(at)[name]
+    before = {p: p.stat().st_size for p in tmp_path.rglob("*")}
+    with pytest.raises(InvalidRecord) as err:
+        store.append_raw(at, data)
+    assert reason in str(err.value) and err.value.offset >= at
+    assert store.max_offset == at
+    assert {p: p.stat().st_size for p in tmp_path.rglob("*")} == before
+    store.close()
+
+
+def test_append_raw_refuses_data_that_does_not_continue_the_log(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "store")
+    with pytest.raises(InvalidRecord, match="data for offset 100, but this log ends at 0"):
+        store.append_raw(100, chunk(phys=100))  # an empty replica may only start at a segment start
+    store.append_raw(SEG, chunk(phys=SEG))  # ... which it may
+    with pytest.raises(InvalidRecord, match="but this log ends at"):
+        store.append_raw(0, chunk())
+    store.close()
+
+
+def test_append_raw_accepts_padding_and_records_of_older_builds(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "store")
+    old = bytearray(encode_record("TopicTest", 1, 0, 0, TS, {"KEYS": "k"}, b"old"))
+    old[4:12] = struct.pack(">II", 0xAABBCCDD, zlib.crc32(b"old"))
+    store.append_raw(0, bytes(old) + blank(SEG - len(old)) + chunk(phys=SEG))
+    store.set_confirm_offset(store.max_offset)
+    assert bodies(store, "TopicTest", 1) == [b"old"] and bodies(store, "TopicTest", 0) == [b"x"]
+    store.close()
+
+
+def test_an_entry_that_points_at_another_message_is_reported_not_served(root: Path) -> None:
+    store = make_store(root)
+    results = [store.append(msg(i, queue_id=i % 2), TS) for i in range(4)]
+    store.set_confirm_offset(store.max_offset)
+    cq = store.queues.queue("TopicTest", 0)
+    assert cq is not None
+    os.pwrite(cq.fd, struct.pack(">qiq", results[1].commit_log_offset, results[1].next_offset
+                                 - results[1].commit_log_offset, 0), 20)  # queue 0's entry 1 -> message 1 (queue 1)
+    got = store.get_messages("TopicTest", 0, 0, 10)
+    assert got.status == "FOUND" and [r.queue_offset for r in got.records] == [0] and got.next_begin_offset == 1
+    got = store.get_messages("TopicTest", 0, 1, 10)
+    assert got.status == MESSAGE_DAMAGED and "holds another message" in got.remark and got.records == []
+    store.close()
+    store = make_store(root)  # the start-up check repairs the queue from the commitlog
+    assert visible(store) == [0, 1]
+    store.close()
+
+
+def test_a_crash_in_the_middle_of_a_truncation_is_not_taken_for_lost_data(root: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(root)
+    results = [store.append(msg(i), TS) for i in range(6)]
+    store.set_confirm_offset(store.max_offset)
+    store.flush()  # the checkpoint says everything was flushed
+    cut = results[2].next_offset
+
+    def crash_here(name: str) -> None:
+        if name == "during_truncate":
+            raise SystemExit("killed")
+
+    monkeypatch.setattr("services.broker.store.fault_point", crash_here)
+    with pytest.raises(SystemExit):
+        store.truncate(cut)  # the log is cut; queues and epochs not yet
+    crash(store)
+    assert faults.FAULT_ENV  # the real fault point SIGKILLs there (tests/integration/test_rocketmq_bugs.py)
+    store = make_store(root)
+    assert store.max_offset == cut and visible(store) == [0, 1, 2]
+    store.close()
 
 
 def test_a_closed_store_refuses_writes_and_keeps_its_log(root: Path) -> None:

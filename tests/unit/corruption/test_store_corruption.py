@@ -1,9 +1,12 @@
 """Corrupted or truncated broker store files: each gives a safe recovery or one clear error naming the
 file, never a silent loss of data before the damage.
 
-Commitlog (commitlog.py, store.py): recovery scans the newest segments and cuts at the first torn or
-corrupt record; everything before it is kept, the consume queues and confirmOffset follow, and appends
-continue at the cut. A gap between segments is refused with an error naming the segment.
+Commitlog (commitlog.py, store.py): recovery scans the newest segments. A torn tail (a bad record with
+nothing valid after it, beyond what the checkpoint says was flushed) is cut; everything before it is
+kept, the consume queues and confirmOffset follow, and appends continue at the cut. Anything else (a bad
+record followed by valid ones, damage in flushed data, a log shorter than what was flushed, a gap
+between segments) is refused with an error naming the file and offset, and nothing is deleted. Damage
+in older segments is reported when a consumer reads it.
 Checkpoint and consume queues are derived data: garbage or loss there is rebuilt from the commitlog.
 """
 
@@ -20,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from services.broker.commitlog import CommitLogError
+from services.broker.commitlog import CommitLogCorrupt, CommitLogError
 from services.broker.consume_queue import ENTRY_SIZE
-from services.broker.store import Message, MessageStore
+from services.broker.store import MESSAGE_DAMAGED, Message, MessageStore
 
 SEG = 4096
 TS = 1_700_000_000_000
@@ -35,17 +38,37 @@ def open_store(root: Path) -> MessageStore:
     return store
 
 
-def fill(root: Path, n: int, size: int = 300) -> list[tuple[int, int, bytes]]:
-    """n messages, confirmed and flushed; returns (commitLogOffset, nextOffset, body) of each."""
+def fill(root: Path, n: int, size: int = 300, unflushed: int = 0) -> list[tuple[int, int, bytes]]:
+    """n messages, confirmed; all flushed but the last ``unflushed``, which a crash then leaves as the
+    page cache had them. Returns (commitLogOffset, nextOffset, body) of each."""
     store = open_store(root)
     out = []
     for i in range(n):
+        if i == n - unflushed:
+            store.flush()
         body = f"m{i:04d}-".encode() + bytes([i % 251]) * size
         r = store.append(Message("T", body, keys=f"k{i}", queue_id=i % 2), TS + i)
         out.append((r.commit_log_offset, r.next_offset, body))
     store.set_confirm_offset(store.max_offset)
-    store.close()
+    if unflushed:
+        crash(store)
+    else:
+        store.close()
     return out
+
+
+def crash(store: MessageStore) -> None:
+    """Stop as a killed process stops: no flush, no checkpoint."""
+    for seg in store.commitlog.segments:
+        os.close(seg.fd)
+    for cq in store.queues.queues.values():
+        os.close(cq.fd)
+
+
+def flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
 
 
 def readable(store: MessageStore) -> list[bytes]:
@@ -82,7 +105,7 @@ def test_garbage_after_the_last_record_is_cut_and_nothing_before_is_lost(
     try:
         assert store.max_offset == sent[-1][1] == int(last.name) + end
         assert readable(store) == [b for _, _, b in sent]
-        assert "cutting a torn or corrupt tail" in caplog.text
+        assert "cutting a torn tail" in caplog.text and str(last) in caplog.text
         # the log goes on from the cut
         r = store.append(Message("T", b"after", queue_id=0), TS)
         assert r.commit_log_offset == sent[-1][1]
@@ -100,7 +123,7 @@ def test_garbage_after_the_last_record_is_cut_and_nothing_before_is_lost(
 
 @pytest.mark.parametrize("cut", [1, 4, 40, 299])
 def test_torn_last_record_is_cut_and_earlier_records_survive(root: Path, cut: int) -> None:
-    sent = fill(root, 30)
+    sent = fill(root, 30, unflushed=1)
     last = segments(root)[-1]
     os.truncate(last, last.stat().st_size - cut)
     store = open_store(root)
@@ -117,8 +140,8 @@ def test_torn_last_record_is_cut_and_earlier_records_survive(root: Path, cut: in
         store.close()
 
 
-def test_segment_truncated_to_nothing_keeps_the_earlier_segments(root: Path) -> None:
-    sent = fill(root, 40)
+def test_unflushed_segment_truncated_to_nothing_keeps_the_earlier_segments(root: Path) -> None:
+    sent = fill(root, 40, unflushed=8)
     segs = segments(root)
     assert len(segs) >= 3
     os.truncate(segs[-1], 0)
@@ -131,23 +154,66 @@ def test_segment_truncated_to_nothing_keeps_the_earlier_segments(root: Path) -> 
         store.close()
 
 
-def test_corrupt_record_inside_the_last_segment_cuts_there(
+@pytest.mark.parametrize("cut", ["to nothing", "one byte", "one record"])
+def test_flushed_data_cut_from_the_log_is_refused_not_accepted_as_the_new_end(root: Path, cut: str) -> None:
+    # Acknowledged (flushed) messages must not vanish without a word.
+    sent = fill(root, 40)
+    last = segments(root)[-1]
+    size = last.stat().st_size
+    os.truncate(last, {"to nothing": 0, "one byte": size - 1, "one record": sent[-1][0] - int(last.name)}[cut])
+    with pytest.raises(CommitLogCorrupt, match=f"checkpoint says {sent[-1][1]} bytes had been flushed") as err:
+        open_store(root)
+    assert str(last) in err.value.remark
+
+
+def test_corrupt_record_inside_the_last_segment_is_refused_and_its_neighbours_stay(
+    root: Path,
+) -> None:
+    # One flipped body byte used to cut the log there and drop the 12 intact messages after it.
+    sent = fill(root, 30)
+    victim = sent[-13]
+    seg = next(p for p in reversed(segments(root)) if int(p.name) <= victim[0])
+    flip(seg, victim[1] - int(seg.name) - 10)  # a body byte: the CRC no longer matches
+    size = seg.stat().st_size
+    with pytest.raises(CommitLogCorrupt) as err:
+        open_store(root)
+    assert err.value.remark.startswith(f"commitlog file {seg} is damaged at offset {victim[0]}: CRC mismatch")
+    assert seg.stat().st_size == size and segments(root)[-1].stat().st_size > 0
+
+
+def test_corrupt_record_in_the_second_to_last_segment_is_refused_and_the_last_segment_stays(root: Path) -> None:
+    # It used to delete the whole last segment.
+    sent = fill(root, 40)
+    segs = segments(root)
+    victim = next(m for m in sent if int(segs[-2].name) <= m[0] < int(segs[-1].name))
+    flip(segs[-2], victim[0] - int(segs[-2].name) + 60)
+    with pytest.raises(CommitLogCorrupt, match=f"damaged at offset {victim[0]}"):
+        open_store(root)
+    assert segments(root) == segs
+
+
+def test_corrupt_record_in_an_old_segment_is_reported_to_the_consumer_not_skipped_or_stalled(
     root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sent = fill(root, 30)
-    victim = sent[-5]
-    seg = next(p for p in reversed(segments(root)) if int(p.name) <= victim[0])
-    with open(seg, "r+b") as f:  # flip a body byte: the CRC no longer matches
-        f.seek(victim[1] - int(seg.name) - 10)
-        byte = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    with caplog.at_level(logging.WARNING):
-        store = open_store(root)
+    # Old segments are not scanned at start; a consumer used to stall at that queue offset forever.
+    sent = fill(root, 60)
+    segs = segments(root)
+    assert len(segs) > 3
+    victim = sent[2]
+    flip(segs[0], victim[1] - 10)
+    store = open_store(root)
     try:
-        assert store.max_offset == victim[0]
-        assert readable(store) == [b for off, _, b in sent if off < victim[0]]
-        assert f"offset {victim[0]}" in caplog.text
+        qid, qoff = 0, 1  # message 2 is queue 0's second message
+        got = store.get_messages("T", qid, 0, 100)
+        assert got.status == "FOUND" and [r.body for r in got.records] == [sent[0][2]]
+        assert got.next_begin_offset == qoff
+        with caplog.at_level(logging.ERROR):
+            damaged = store.get_messages("T", qid, qoff, 100)
+        assert damaged.status == MESSAGE_DAMAGED and damaged.records == [] and damaged.next_begin_offset == qoff
+        assert f"queue offset {qoff} of T/0 is damaged: {segs[0]}, offset {victim[0]}: CRC mismatch" in damaged.remark
+        assert damaged.remark in caplog.text
+        after = store.get_messages("T", qid, qoff + 1, 100)  # skipping it is the consumer's explicit choice
+        assert [r.body for r in after.records] == [b for _, _, b in sent[4::2]]
     finally:
         store.close()
 
@@ -162,11 +228,30 @@ def test_missing_middle_segment_is_refused_with_an_error_naming_the_files(root: 
     assert segs[2].name in str(err.value) and segs[0].name in str(err.value)
 
 
-def test_missing_middle_segment_stops_the_broker_process_with_one_error_line(tmp_path: Path) -> None:
-    root = tmp_path / "store"
-    fill(root, 40)
+def damage_middle_segment(root: Path) -> str:
     segs = segments(root)
     segs[1].unlink()
+    return segs[2].name
+
+
+def damage_a_record(root: Path) -> str:
+    last = segments(root)[-1]
+    flip(last, 100)
+    return f"commitlog file {last} is damaged at offset"
+
+
+def damage_epoch_file(root: Path) -> str:
+    for name in ("epochFileCheckpoint", "epochFileCheckpoint.bak"):
+        (root / name).write_text("2\n1\n1-0\n")
+    return f"epoch file {root / 'epochFileCheckpoint'} is damaged"
+
+
+@pytest.mark.parametrize("damage", [damage_middle_segment, damage_a_record, damage_epoch_file])
+def test_damaged_store_stops_the_broker_process_with_one_error_line(tmp_path: Path, damage) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "store"
+    fill(root, 40)
+    (root / "epochFileCheckpoint").write_text("1\n1583951331\n0-0\n")
+    expected = damage(root)
     conf = tmp_path / "broker.conf"
     ports = []  # free ports, so that the failure is the store's and not the port check's
     for _ in range(2):
@@ -187,8 +272,8 @@ def test_missing_middle_segment_stops_the_broker_process_with_one_error_line(tmp
     )
     assert proc.returncode != 0
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and segs[2].name in errors[0], proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert len(errors) == 1 and expected in errors[0], proc.stdout + proc.stderr
+    assert "unexpected" not in errors[0] and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------------------------- derived files
@@ -263,7 +348,7 @@ def test_torn_consume_queue_entry_of_the_newest_record_is_rebuilt(root: Path) ->
 
 
 def test_confirm_offset_past_a_cut_log_follows_the_cut(root: Path) -> None:
-    sent = fill(root, 20)
+    sent = fill(root, 20, unflushed=1)
     last = segments(root)[-1]
     os.truncate(last, last.stat().st_size - 10)
     json.loads((root / "checkpoint").read_text())
