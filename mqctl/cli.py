@@ -161,9 +161,9 @@ def completion(shell: str) -> None:
 
 
 def _register_commands() -> None:
-    from mqctl.commands import broker, cluster, controller, quickstart, report
+    from mqctl.commands import broker, cluster, controller, quickstart, report, store
 
-    for module in (controller, broker, cluster, quickstart, report):
+    for module in (controller, broker, cluster, quickstart, report, store):
         for command in module.COMMANDS:
             cli.add_command(command)
 
