@@ -358,7 +358,8 @@ class MessageStore:
                                      "docs/operations.md, 'Rebuilding consume queues'")
         found = self.commitlog.check_at(entry[0])
         if isinstance(found, str):
-            return self._damaged(entry[0], f"{where} is damaged: {self.commitlog.path_of(entry[0])}, offset "
+            segment = self.commitlog.path_of(entry[0]).name  # relative: clients need not learn store paths
+            return self._damaged(entry[0], f"{where} is damaged: commitlog/{segment}, offset "
                                            f"{entry[0]}: {found}. Pull from queue offset {queue_offset + 1} "
                                            "to skip it; see docs/operations.md, 'Damaged commitlog'")
         if (found.topic, found.queue_id, found.queue_offset, found.size) != (topic, queue_id, queue_offset,
@@ -371,7 +372,7 @@ class MessageStore:
     def _damaged(self, offset: int, remark: str) -> str:
         if offset not in self._reported and len(self._reported) < 10_000:
             self._reported.add(offset)
-            log.error("%s", remark)
+            log.error("%s (store %s)", remark, self.root)
         return remark
 
     def topics(self) -> list[dict[str, object]]:
