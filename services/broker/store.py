@@ -25,7 +25,7 @@ from typing import Any
 from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
-from services.broker.record import MAX_TOPIC_LENGTH, valid_topic
+from services.broker.record import MAX_TOPIC_LENGTH, IndexEntry, valid_topic
 from services.common.durable import atomic_write
 from services.common.faults import fault_point
 
@@ -255,8 +255,16 @@ class MessageStore:
         """Replica path: write bytes received from the master at the same offset. Every record is
         checked first (as the send path checks a message, plus framing, position and CRC); anything
         wrong raises InvalidRecord and nothing is written."""
+        self.append_checked(offset, data, self.check_raw(offset, data))
+
+    def check_raw(self, offset: int, data: bytes) -> list[IndexEntry]:
+        """The checks of ``append_raw`` alone (InvalidRecord if anything is wrong); nothing is written."""
         self._check_open()
-        entries = self.commitlog.check_chunk(offset, data, self.queue_nums, self.max_message_size)
+        return self.commitlog.check_chunk(offset, data, self.queue_nums, self.max_message_size)
+
+    def append_checked(self, offset: int, data: bytes, entries: list[IndexEntry]) -> None:
+        """Write a chunk ``check_raw`` accepted (its entries are what it returned)."""
+        self._check_open()
         self.commitlog.write_at(offset, data)
         if self.reput_offset < self.commitlog.min_offset:  # an empty replica that started mid-log
             self.reput_offset = self._confirm_offset = self.commitlog.min_offset

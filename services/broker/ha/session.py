@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 from services.broker.epoch_file import EpochEntry
 from services.broker.ha.auth import (
@@ -65,6 +65,7 @@ from services.broker.ha.protocol import (
     slave_step,
     transfer_start,
 )
+from services.broker.record import InvalidRecord
 
 # ---------------------------------------------------------------------- what the sessions read and write
 
@@ -101,7 +102,9 @@ class Log(Protocol):
     @property
     def commitlog(self) -> Chunks: ...
 
-    def append_raw(self, offset: int, data: bytes) -> None: ...
+    def check_raw(self, offset: int, data: bytes) -> Any: ...
+
+    def append_checked(self, offset: int, data: bytes, checked: Any) -> None: ...
 
     def truncate(self, offset: int) -> None: ...
 
@@ -373,18 +376,27 @@ class SlaveSession:
         return self._ack(self.log.max_offset)
 
     def apply(self, frames: tuple[Transfer, ...]) -> int:
-        """Check each frame, record new epochs, append the bytes; returns the confirmOffset to set once the
-        frames are acknowledged (min of the master's and this log's end)."""
+        """Check each frame and every record in it, record new epochs, append the bytes; returns the
+        confirmOffset to set once the frames are acknowledged (min of the master's and this log's end).
+        A record that fails the store's checks (InvalidRecord, raised as ProtocolError) is refused before
+        its frame's epoch is recorded or any byte written."""
         confirm = -1
         for frame in frames:
             step: SlaveStep = slave_step(frame, self.log.min_offset, self.log.max_offset,
                                          self.log.epochs.last_epoch())
+            checked = self._checked(frame.offset, step.append) if step.append else None
             if step.new_epoch is not None and not self.log.epochs.append(*step.new_epoch):
                 raise ProtocolError(f"cannot record epoch {step.new_epoch} after {self.log.epochs.entries()[-1:]}")
             if step.append:
-                self.log.append_raw(frame.offset, step.append)
+                self.log.append_checked(frame.offset, step.append, checked)
             confirm = max(confirm, step.confirm_offset)
         return confirm
+
+    def _checked(self, offset: int, data: bytes) -> Any:
+        try:
+            return self.log.check_raw(offset, data)
+        except InvalidRecord as exc:
+            raise ProtocolError(f"the master sent an invalid record: {exc}") from None
 
     def ack(self, ackable: int) -> bytes | None:
         """An ack for ``ackable`` if it moves this connection's ack; a frame that only moved confirmOffset

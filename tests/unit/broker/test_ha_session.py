@@ -117,3 +117,20 @@ def test_close_reasons(store: MessageStore) -> None:
     assert "did not prove its identity" in str(m.close_reason(5_001, 20_000, 5_000))
     m.receive(b"\0", 5_000)  # a dripping peer is not idle, but still unauthenticated
     assert "did not prove its identity" in str(m.close_reason(5_001, 20_000, 5_000))
+
+
+def test_a_record_the_store_refuses_closes_the_connection_before_its_epoch_is_recorded(tmp_path: Path) -> None:
+    """A CRC-valid record with a traversal topic, in the frame that opens a new epoch: the slave refuses the
+    frame as a protocol error, writes nothing, records no epoch, and creates no file outside its store."""
+    from services.broker.ha.frames import Transfer
+    from services.broker.record import encode
+
+    slave_store = MessageStore(tmp_path / "s", "127.0.0.1:10921", segment_size=1 << 16)
+    slave_store.open()
+    s = slave(slave_store)
+    s.state = s.state.TRANSFER
+    record = encode(b"../../../outside", b"", 0, 0, 0, 1, b"payload")
+    with pytest.raises(ProtocolError, match="invalid record"):
+        s.apply((Transfer(0, 3, 0, len(record), record),))
+    assert slave_store.max_offset == 0 and slave_store.epochs.entries() == []
+    assert not (tmp_path / "outside").exists()
