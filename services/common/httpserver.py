@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import inspect
+import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
@@ -13,9 +14,19 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from services.common.bodylimit import BodyLimit
+from services.common.httpguard import (
+    ConnectionCap,
+    capped,
+    guarded_http,
+    raise_fd_limit,
+    uvicorn_options,
+)
+from services.common.httplimits import HttpLimits, effective_connection_cap
 from services.common.sniff import BinaryFactory, sniffing_protocol
+
+log = logging.getLogger(__name__)
 
 
 class GracefulServer(uvicorn.Server):
@@ -50,9 +61,11 @@ def quiet_gc() -> None:
 
 
 def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Awaitable[None]],
-                on_stop: Callable[[], Awaitable[None]], binary: BinaryFactory | None = None) -> GracefulServer:
+                on_stop: Callable[[], Awaitable[None]], binary: BinaryFactory | None = None,
+                limits: HttpLimits | None = None) -> GracefulServer:
     """A server for ``app`` whose lifespan runs ``on_start`` before serving and ``on_stop`` after. With
-    ``binary``, the same port also serves RocketMQ's remoting protocol (services/common/sniff.py)."""
+    ``binary``, the same port also serves RocketMQ's remoting protocol (services/common/sniff.py).
+    ``limits`` bound connections, request time and sizes (services/common/httpguard.py)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -62,6 +75,12 @@ def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Await
         await on_stop()
 
     app.router.lifespan_context = lifespan
+    limits = limits or HttpLimits()
+    app.add_middleware(BodyLimit, limits=limits)
+    fds = raise_fd_limit()
+    cap = ConnectionCap(effective_connection_cap(limits.max_connections, fds))
+    log.info("HTTP listener %s:%d: at most %d connections (open-file limit %d)", host, port, cap.limit, fds)
+    protocol = capped(sniffing_protocol(guarded_http(limits), binary, limits.header_timeout_s), cap)
     return GracefulServer(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                         lifespan="on", timeout_graceful_shutdown=3,
-                                         http=sniffing_protocol(HttpToolsProtocol, binary)))
+                                         lifespan="on", timeout_graceful_shutdown=3, http=protocol,
+                                         **uvicorn_options(limits)))
