@@ -11,11 +11,27 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from services.common.errors import ConfigError
+from services.common.logsetup import add_secret
+
 TOKEN_ENV = "MQCTL_TOKEN"
 HEADER = "Authorization"
 
 
+def check_token(token: str, property_name: str) -> None:
+    """A token travels in an HTTP header and is compared byte for byte: printable ASCII, no spaces."""
+    bad = next((c for c in token if not "!" <= c <= "~"), None)
+    if bad is not None:
+        raise ConfigError(f"{property_name} may hold only printable ASCII characters without spaces ('!' to '~'); "
+                          f"it contains {_describe(bad)} at position {token.index(bad) + 1}")
+
+
+def _describe(char: str) -> str:
+    return "a space" if char == " " else f"U+{ord(char):04X}"
+
+
 def auth_headers(token: str | None) -> dict[str, str]:
+    add_secret(token)  # a token put in a header is one that a DEBUG log of that header would show
     return {HEADER: f"Bearer {token}"} if token else {}
 
 
@@ -27,6 +43,7 @@ def token_ok(expected: str, header_value: str | None) -> bool:
     """True when no token is configured, or the header carries exactly that token."""
     if not expected:
         return True
+    add_secret(expected)
     if not header_value or not header_value.startswith("Bearer "):
         return False
     return hmac.compare_digest(header_value[len("Bearer "):].encode(), expected.encode())
