@@ -16,6 +16,7 @@ from services.broker.store import MESSAGE_DAMAGED, Message
 from services.common.auth import install_token_check
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
+from services.common.fields import JAVA_INT_MAX, JAVA_LONG_MAX, BrokerId, Epoch, OptionalName, QueueId
 from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
 
@@ -37,7 +38,7 @@ class SendMessageRequest(BaseModel):
     bodyBase64: str | None = None
     keys: str = ""
     tags: str = ""
-    queueId: int | None = Field(default=None, ge=0)
+    queueId: QueueId | None = None
     properties: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -64,11 +65,11 @@ class SendMessagesRequest(BaseModel):
 
 class RoleChangedRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    masterBrokerId: int | None = None
-    masterAddress: str | None = None
-    masterEpoch: int = Field(ge=0, le=2**31 - 1)
-    syncStateSetEpoch: int = 0
-    syncStateSet: list[int] = Field(default_factory=list)
+    masterBrokerId: BrokerId | None = None
+    masterAddress: OptionalName | None = None
+    masterEpoch: Epoch
+    syncStateSetEpoch: Epoch = 0
+    syncStateSet: list[BrokerId] = Field(default_factory=list, max_length=1000)
 
 
 def _result_json(outcome: PutOutcome, index: int) -> dict[str, Any]:
@@ -124,9 +125,9 @@ def create_app(broker: Broker) -> FastAPI:
         return _answer(outcome, {"status": outcome.status, "results": results})
 
     @app.get(f"{P}/pullMessage")
-    async def pull_message(topic: Annotated[str, Query(min_length=1)],
-                           queueId: Annotated[int, Query(ge=0)] = 0,
-                           queueOffset: Annotated[int, Query(ge=0)] = 0,
+    async def pull_message(topic: Annotated[str, Query(min_length=1, max_length=255)],
+                           queueId: Annotated[int, Query(ge=0, le=JAVA_INT_MAX)] = 0,
+                           queueOffset: Annotated[int, Query(ge=0, le=JAVA_LONG_MAX)] = 0,
                            maxNums: Annotated[int, Query(ge=1, le=1024)] = 32) -> JSONResponse:
         result = b.store.get_messages(topic, queueId, queueOffset, maxNums)
         code = ResponseCode.SYSTEM_ERROR if result.status == MESSAGE_DAMAGED else ResponseCode.SUCCESS

@@ -12,10 +12,23 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from services.common.auth import check_token
 from services.common.errors import ConfigError
+from services.common.httplimits import (
+    DEFAULT_BODY_TIMEOUT_MS,
+    DEFAULT_HEADER_TIMEOUT_MS,
+    DEFAULT_MAX_CONNECTIONS,
+    MIB,
+    HttpLimits,
+)
 from services.common.props import to_bool, to_int
 
 MAX_INT = 2**31 - 1
+#: The longest heartbeat timeout a broker may ask the controllers for (their maxHeartbeatTimeoutMillis
+#: may not be set higher either).
+MAX_HEARTBEAT_TIMEOUT_MS = 3_600_000
+#: The routes that carry messages, whose bodies may be as large as ``send_body_limit()``.
+SEND_ROUTES = ("/v1/broker/sendMessage", "/v1/broker/sendMessages")
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,9 @@ class BrokerConfig:
     maxMessageSize: int = 4 * 2**20
     defaultTopicQueueNums: int = 4
     logLevel: str = "INFO"
+    httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
+    httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
+    httpBodyTimeoutMillis: int = DEFAULT_BODY_TIMEOUT_MS
 
     @property
     def address(self) -> str:
@@ -94,7 +110,21 @@ class BrokerConfig:
     def sync_flush(self) -> bool:
         return self.flushDiskType == "SYNC_FLUSH"
 
+    def send_body_limit(self) -> int:
+        """The largest sendMessage(s) request body: room for maxMessageSize of message bodies as JSON text or
+        base64 (RocketMQ bounds a whole batch by maxMessageSize), twice over, plus 1 MiB of fields."""
+        return 2 * self.maxMessageSize + MIB
+
+    def http_limits(self) -> HttpLimits:
+        send = self.send_body_limit()
+        return HttpLimits(max_connections=self.httpMaxConnections,
+                          header_timeout_s=self.httpHeaderTimeoutMillis / 1000,
+                          body_timeout_s=self.httpBodyTimeoutMillis / 1000,
+                          route_body_bytes={route: send for route in SEND_ROUTES},
+                          body_budget_bytes=max(64 * MIB, 4 * send))
+
     def validate(self) -> None:
+        self._validate_limits()
         if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flushDiskType!r}")
         for name in ("listenPort", "haListenPort"):
@@ -130,6 +160,19 @@ class BrokerConfig:
         if not self.brokerName or "#" in self.brokerName or not self.brokerClusterName \
                 or "#" in self.brokerClusterName:
             raise ConfigError("brokerName and brokerClusterName must be non-empty and must not contain '#'")
+
+    def _validate_limits(self) -> None:
+        check_token(self.authToken, "authToken")
+        if self.controllerHeartBeatTimeoutMills > MAX_HEARTBEAT_TIMEOUT_MS:
+            raise ConfigError(f"controllerHeartBeatTimeoutMills must be at most {MAX_HEARTBEAT_TIMEOUT_MS} ms, and "
+                              "at most the controllers' maxHeartbeatTimeoutMillis (180000 unless changed)")
+        if not 1 <= self.maxMessageSize <= 512 * MIB:
+            raise ConfigError("maxMessageSize must be between 1 and 536870912 bytes (512 MiB)")
+        for name, low, high in (("httpMaxConnections", 1, 1_000_000), ("httpHeaderTimeoutMillis", 100, 600_000),
+                                ("httpBodyTimeoutMillis", 100, 3_600_000)):
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
 
     def as_properties(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -6,12 +6,25 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from services.common.auth import install_token_check, token_ok
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
 from services.common.errors import ConfigError
+from services.common.fields import (
+    JAVA_LONG_MAX,
+    BrokerId,
+    BrokerIdOrNone,
+    Epoch,
+    EpochOrNone,
+    Flag,
+    JavaInt,
+    Name,
+    Offset,
+    OptionalName,
+    RequestId,
+)
 from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
 from services.controller.config import BLACK_LIST, FIELD_NAMES, RUNTIME_UPDATABLE, config_from_properties
@@ -20,9 +33,10 @@ from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, M
 from services.controller.metrics import controller_registry
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
 
-Name = Annotated[str, Field(min_length=1, max_length=255)]
 #: A broker's Ed25519 public key as 64 lower-case hex characters ("" or absent: the broker brings none).
 PublicKey = Annotated[str, Field(pattern=r"^([0-9a-f]{64})?$")]
+#: SyncStateSets and name lists: far more members than any broker group has, far fewer than a body could hold.
+MAX_LIST = 1000
 
 
 class _Model(BaseModel):
@@ -35,55 +49,56 @@ class BrokerSetRequest(_Model):
 
 
 class ApplyBrokerIdRequest(BrokerSetRequest):
-    appliedBrokerId: int = Field(ge=1)
+    appliedBrokerId: BrokerId
     registerCheckCode: Name
     publicKey: PublicKey = ""
-    requestId: str | None = None
+    requestId: RequestId | None = None
 
 
 class RegisterBrokerRequest(BrokerSetRequest):
-    brokerId: int = Field(ge=1)
+    brokerId: BrokerId
     brokerAddress: Name
     publicKey: PublicKey = ""
-    requestId: str | None = None
+    requestId: RequestId | None = None
 
 
 class HeartbeatRequest(_Model):
     clusterName: Name
     brokerName: Name
     brokerAddr: Name
-    brokerId: int | None = None
-    epoch: int = -1
-    maxOffset: int = -1
-    confirmOffset: int = -1
-    heartbeatTimeoutMills: int = Field(default=DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, gt=0)
-    electionPriority: int = MAX_PRIORITY
-    asyncLearner: bool = False
+    brokerId: BrokerId | None = None
+    epoch: EpochOrNone = -1
+    maxOffset: Offset = -1
+    confirmOffset: Offset = -1
+    # At most the controller's maxHeartbeatTimeoutMillis, checked by the route (it is configuration).
+    heartbeatTimeoutMills: Annotated[StrictInt, Field(ge=1)] = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+    electionPriority: JavaInt = MAX_PRIORITY
+    asyncLearner: Flag = False
 
 
 class AlterSyncStateSetRequest(_Model):
     brokerName: Name
-    masterBrokerId: int
-    masterEpoch: int
-    newSyncStateSet: list[int] = Field(min_length=1)
-    syncStateSetEpoch: int
-    requestId: str | None = None
+    masterBrokerId: BrokerId
+    masterEpoch: Epoch
+    newSyncStateSet: list[BrokerId] = Field(min_length=1, max_length=MAX_LIST)
+    syncStateSetEpoch: Epoch
+    requestId: RequestId | None = None
 
 
 class ElectMasterBody(_Model):
-    clusterName: str = ""
+    clusterName: OptionalName = ""
     brokerName: Name
-    brokerId: int = -1
-    designateElect: bool = False
-    requestId: str | None = None
+    brokerId: BrokerIdOrNone = -1
+    designateElect: Flag = False
+    requestId: RequestId | None = None
 
 
 class CleanBrokerDataRequest(_Model):
-    clusterName: str | None = None
+    clusterName: OptionalName | None = None
     brokerName: Name
-    brokerControllerIdsToClean: str | None = None
-    isCleanLivingBroker: bool = False
-    requestId: str | None = None
+    brokerControllerIdsToClean: Annotated[str, Field(max_length=4096)] | None = None
+    isCleanLivingBroker: Flag = False
+    requestId: RequestId | None = None
 
 
 def _answer(result: ControllerResult) -> JSONResponse:
@@ -122,6 +137,10 @@ def create_app(manager: ControllerManager) -> FastAPI:
     async def heartbeat(req: HeartbeatRequest) -> JSONResponse:
         if req.brokerId is None:
             return respond(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        if req.heartbeatTimeoutMills > m.config.maxHeartbeatTimeoutMillis:
+            return respond(ResponseCode.INVALID_PARAMETER,
+                           f"invalid request: heartbeatTimeoutMills: {req.heartbeatTimeoutMills} is over this "
+                           f"controller's maxHeartbeatTimeoutMillis ({m.config.maxHeartbeatTimeoutMillis})")
         m.on_heartbeat(Heartbeat(**req.model_dump()))
         leader = m.leader_peer()
         return respond(ResponseCode.SUCCESS, "Heart beat success",
@@ -129,7 +148,9 @@ def create_app(manager: ControllerManager) -> FastAPI:
                         "isLeader": m.serving})
 
     @app.websocket(f"{P}/channel")
-    async def channel(websocket: WebSocket, clusterName: str, brokerName: str, brokerId: int) -> None:
+    async def channel(websocket: WebSocket, clusterName: Annotated[str, Query(min_length=1, max_length=255)],
+                      brokerName: Annotated[str, Query(min_length=1, max_length=255)],
+                      brokerId: Annotated[int, Query(ge=1, le=JAVA_LONG_MAX)]) -> None:
         """A broker's liveness channel: while it is open the broker's process is up; when the process
         dies its socket closes and the broker is treated as inactive at once (RocketMQ's channel close),
         instead of after the heartbeat timeout."""
@@ -160,7 +181,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
         return _answer(await m.elect_master(request, req.requestId))
 
     @app.get(f"{P}/replicaInfo")
-    async def replica_info(brokerName: Annotated[str, Query(min_length=1)]) -> JSONResponse:
+    async def replica_info(brokerName: Annotated[str, Query(min_length=1, max_length=255)]) -> JSONResponse:
         return _answer(await m.read(lambda s: s.get_replica_info(brokerName)))
 
     @app.get(f"{P}/brokerKeys")
@@ -170,9 +191,12 @@ def create_app(manager: ControllerManager) -> FastAPI:
 
     @app.get(f"{P}/syncStateData")
     async def sync_state_data(brokerName: Annotated[list[str] | None, Query()] = None,
-                              clusterName: str | None = None) -> JSONResponse:
+                              clusterName: Annotated[str | None, Query(max_length=255)] = None) -> JSONResponse:
         if not brokerName and not clusterName:
             return respond(ResponseCode.INVALID_PARAMETER, "give brokerName (repeatable) or clusterName")
+        if brokerName and (len(brokerName) > MAX_LIST or any(len(n) > 255 for n in brokerName)):
+            return respond(ResponseCode.INVALID_PARAMETER,
+                           f"invalid request: brokerName: at most {MAX_LIST} names of at most 255 characters")
 
         def command(s: Any) -> ControllerResult:
             names = list(brokerName or []) or s.broker_names_of_cluster(clusterName)
@@ -186,7 +210,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
             m.alive), req.requestId))
 
     @app.get(f"{P}/events")
-    async def events(fromIndex: Annotated[int, Query(ge=0)] = 0,
+    async def events(fromIndex: Annotated[int, Query(ge=0, le=JAVA_LONG_MAX)] = 0,
                      limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> JSONResponse:
         def page(s: Any) -> ControllerResult:
             events = s.events_page(fromIndex, limit)

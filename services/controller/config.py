@@ -12,8 +12,16 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from services.common.auth import check_token
 from services.common.errors import ConfigError
+from services.common.httplimits import (
+    DEFAULT_BODY_TIMEOUT_MS,
+    DEFAULT_HEADER_TIMEOUT_MS,
+    DEFAULT_MAX_CONNECTIONS,
+    HttpLimits,
+)
 from services.common.props import to_bool, to_int
+from services.controller.heartbeat import MAX_HEARTBEAT_TIMEOUT_MS
 
 DEFAULT_STORE = "~/mqctl/controller"
 
@@ -58,6 +66,10 @@ class ControllerConfig:
     raftLogCompactionMinEntries: int = 5000
     raftLogCompactionMinTimeSecs: int = 300
     logLevel: str = "INFO"
+    maxHeartbeatTimeoutMillis: int = MAX_HEARTBEAT_TIMEOUT_MS
+    httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
+    httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
+    httpBodyTimeoutMillis: int = DEFAULT_BODY_TIMEOUT_MS
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -86,8 +98,14 @@ class ControllerConfig:
     def all_peers_on_loopback(self) -> bool:
         return all(_is_loopback(p.host) for p in self.peers())
 
+    def http_limits(self) -> HttpLimits:
+        return HttpLimits(max_connections=self.httpMaxConnections,
+                          header_timeout_s=self.httpHeaderTimeoutMillis / 1000,
+                          body_timeout_s=self.httpBodyTimeoutMillis / 1000)
+
     def validate(self) -> None:
         self.self_peer()
+        self._validate_limits()
         if self.raftElectionTimeoutMinMillis <= 3 * self.raftHeartbeatIntervalMillis:
             raise ConfigError("raftElectionTimeoutMinMillis must be more than 3x raftHeartbeatIntervalMillis")
         if self.raftElectionTimeoutMaxMillis <= self.raftElectionTimeoutMinMillis:
@@ -111,6 +129,14 @@ class ControllerConfig:
             raise ConfigError("controllerRaftPassword is required when any controller peer is not on loopback: "
                               "without it any host that reaches the Raft port can run code on this node")
 
+    def _validate_limits(self) -> None:
+        """Upper bounds too: a runtime update (POST /config) is input from the network."""
+        check_token(self.authToken, "authToken")
+        for name, low, high in _BOUNDS:
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+
     def as_properties(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         for secret in ("controllerRaftPassword", "authToken"):
@@ -120,6 +146,15 @@ class ControllerConfig:
 
 
 FIELD_NAMES = {f.name for f in fields(ControllerConfig)}
+
+_HOUR_MS = 3_600_000
+#: (property, lowest, highest) for numbers whose range is not checked with other properties in validate().
+_BOUNDS = (
+    ("scanInactiveMasterInterval", 1, _HOUR_MS), ("scanNotActiveBrokerInterval", 1, _HOUR_MS),
+    ("controllerRequestTimeoutMillis", 1, _HOUR_MS), ("electMasterMaxRetryCount", 1, 100),
+    ("maxHeartbeatTimeoutMillis", 1000, _HOUR_MS), ("httpMaxConnections", 1, 1_000_000),
+    ("httpHeaderTimeoutMillis", 100, 600_000), ("httpBodyTimeoutMillis", 100, _HOUR_MS),
+)
 
 #: Settings an operator may change on a running controller (updateControllerConfig).
 RUNTIME_UPDATABLE = frozenset({

@@ -63,7 +63,7 @@ class ControllerManager:
                  clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
-        self.heartbeats = BrokerHeartbeatManager(self.clock)
+        self.heartbeats = BrokerHeartbeatManager(self.clock, config.maxHeartbeatTimeoutMillis)
         self.raft = raft
         self.peers: list[Peer] = config.peers()
         self._serving = False

@@ -2,6 +2,10 @@
 
 Brokers heartbeat every controller. An entry expires when ``now - last > timeout``; the periodic scan
 removes expired entries and reports them so the leader can elect a new master. Time is injected.
+
+The timeout is the broker's to choose, but the table never holds one above ``max_timeout_ms`` (the
+controller's ``maxHeartbeatTimeoutMillis``), whatever path a heartbeat came by: a huge value would keep a
+dead master "alive", and the controller's start-up grace (the largest timeout held) would never end.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from dataclasses import dataclass, replace
 from services.common.clock import Clock
 
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 10_000
+#: The default of ``maxHeartbeatTimeoutMillis``: the longest heartbeat timeout a broker may ask for.
+MAX_HEARTBEAT_TIMEOUT_MS = 180_000
 MAX_PRIORITY = 2**31 - 1
 
 
@@ -61,8 +67,9 @@ class Heartbeat:
 class BrokerHeartbeatManager:
     """Thread-safe live table. ``on_heartbeat`` from request handlers, ``scan`` from a timer."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, max_timeout_ms: int = MAX_HEARTBEAT_TIMEOUT_MS) -> None:
         self._clock = clock
+        self.max_timeout_ms = max_timeout_ms
         self._lock = threading.Lock()
         self._table: dict[BrokerIdentity, BrokerLiveInfo] = {}
         # (brokerName, brokerId) → the identities holding it, oldest first: lookups by name stay O(1)
@@ -73,17 +80,18 @@ class BrokerHeartbeatManager:
     def on_heartbeat(self, hb: Heartbeat) -> None:
         now = self._clock.monotonic_ms()
         key = BrokerIdentity(hb.clusterName, hb.brokerName, hb.brokerId)
+        timeout = min(hb.heartbeatTimeoutMills, self.max_timeout_ms)
         with self._lock:
             old = self._table.get(key)
             if old is None:
                 self._by_name.setdefault((hb.brokerName, hb.brokerId), []).append(key)
                 self._table[key] = BrokerLiveInfo(
                     hb.clusterName, hb.brokerName, hb.brokerAddr, hb.brokerId, now,
-                    hb.heartbeatTimeoutMills, hb.epoch, hb.maxOffset, hb.confirmOffset,
+                    timeout, hb.epoch, hb.maxOffset, hb.confirmOffset,
                     hb.electionPriority, hb.asyncLearner)
                 return
             info = replace(old, brokerAddr=hb.brokerAddr, lastUpdateMs=now,
-                           heartbeatTimeoutMs=hb.heartbeatTimeoutMills,
+                           heartbeatTimeoutMs=timeout,
                            electionPriority=hb.electionPriority, asyncLearner=hb.asyncLearner)
             # Progress only moves forward while the entry lives (a late, reordered heartbeat must not
             # make a replica look less up to date than it is).

@@ -89,7 +89,8 @@ def run(config: ControllerConfig) -> None:
     def remoting_connection(server_state: object) -> RemotingConnection:
         return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state)
 
-    server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection)
+    server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection,
+                         limits=config.http_limits())
     try:
         server.run()
     finally:

@@ -22,6 +22,7 @@ successful alter bumps syncStateSetEpoch only.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from services.common.codes import ResponseCode
+from services.common.fields import REQUEST_ID_MAX_LENGTH
 from services.controller.elect_policy import DefaultElectPolicy
 from services.controller.events import (
     AlterSyncStateSetEvent,
@@ -46,6 +48,10 @@ log = logging.getLogger(__name__)
 HISTORY_MAX_EVENTS = 100_000
 #: Request ids remembered for de-duplicating retried writes.
 REQUEST_IDS_MAX = 10_000
+#: An id is remembered as itself up to this length (the API refuses longer ones), a longer one (from a
+#: log entry written before that check) as its SHA-256: the table holds at most REQUEST_IDS_MAX ids of at
+#: most this many characters, whatever the log holds.
+REQUEST_ID_KEPT_LENGTH = REQUEST_ID_MAX_LENGTH
 #: 2: the history as rows in ``HISTORY_FIELDS`` order (about 5x faster to snapshot than 1's dicts);
 #: format 1 snapshots are still read.
 STATE_FORMAT_VERSION = 2
@@ -231,16 +237,16 @@ class ReplicasInfoManager:
         self.history = (EventHistory.from_rows(state["history"]) if state["v"] >= 2
                         else EventHistory(state["history"]))
         self.next_event_index = state["nextEventIndex"]
-        self.applied_requests = OrderedDict((r, None) for r in state["appliedRequests"])
+        self.applied_requests = OrderedDict((_request_key(r), None) for r in state["appliedRequests"])
+        _trim(self.applied_requests)
 
     # ------------------------------------------------------------------ request de-duplication
     def seen_request(self, request_id: str) -> bool:
-        return request_id in self.applied_requests
+        return _request_key(request_id) in self.applied_requests
 
     def remember_request(self, request_id: str) -> None:
-        self.applied_requests[request_id] = None
-        while len(self.applied_requests) > REQUEST_IDS_MAX:
-            self.applied_requests.popitem(last=False)
+        self.applied_requests[_request_key(request_id)] = None
+        _trim(self.applied_requests)
 
     # ------------------------------------------------------------------ read commands
     def get_next_broker_id(self, cluster: str, broker_name: str) -> ControllerResult:
@@ -612,3 +618,15 @@ class ReplicasInfoManager:
             return []
         start = max(0, from_index - first)
         return self.history[start:start + limit]
+
+
+def _request_key(request_id: str) -> str:
+    """The id itself, or for an over-long one its digest (deterministic: every replica keeps the same)."""
+    if len(request_id) <= REQUEST_ID_KEPT_LENGTH:
+        return request_id
+    return "sha256:" + hashlib.sha256(request_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _trim(requests: OrderedDict[str, None]) -> None:
+    while len(requests) > REQUEST_IDS_MAX:
+        requests.popitem(last=False)

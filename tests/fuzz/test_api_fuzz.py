@@ -123,6 +123,7 @@ def make_controller(store: Path) -> ControllerUnderTest:
         controllerDLegerSelfId="n0",
         controllerStorePath=str(store),
         notifyBrokerRoleChanged=False,
+        maxHeartbeatTimeoutMillis=3_600_000,  # the seeded brokers stay alive for the whole module
     )
     manager = ControllerManager(config)
     raft = FakeRaft(config.self_peer().raft_address)
@@ -535,6 +536,88 @@ def test_broker_puts_round_trip_or_change_nothing(
             assert msg["properties"] == {
                 k: v for k, v in sent["properties"].items() if k not in ("KEYS", "TAGS")
             }
+
+
+#: Every number a heartbeat carries, with its range (RocketMQ's Java types; the timeout capped by the
+#: controller's maxHeartbeatTimeoutMillis, set to 3 600 000 here).
+HEARTBEAT_NUMBERS = {
+    "brokerId": (1, 2**63 - 1),
+    "epoch": (-1, 2**31 - 1),
+    "maxOffset": (-1, 2**63 - 1),
+    "confirmOffset": (-1, 2**63 - 1),
+    "heartbeatTimeoutMills": (1, 3_600_000),
+    "electionPriority": (-(2**31), 2**31 - 1),
+}
+ANY_NUMBER = st.one_of(
+    st.integers(),
+    st.integers(-(2**64), 2**64),
+    st.sampled_from([0, -1, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 10**18, -(2**31) - 1]),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(st.sampled_from("0123456789-. e"), max_size=6),
+    st.none(),
+)
+
+
+def _in_range(field: str, value: Any) -> bool:
+    low, high = HEARTBEAT_NUMBERS[field]
+    return type(value) is int and low <= value <= high
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.dictionaries(st.sampled_from(sorted(HEARTBEAT_NUMBERS)), ANY_NUMBER, min_size=1))
+def test_heartbeat_numbers_are_strict_integers_in_range(services: SimpleNamespace, numbers: dict[str, Any]) -> None:
+    """A heartbeat is taken only if every number is a JSON integer inside its type's range; otherwise
+    INVALID_PARAMETER names a bad field and the live table is untouched. The table never holds a timeout
+    above the cap (which also bounds the start-up grace)."""
+    c: ControllerUnderTest = services.controller
+    body = {"clusterName": "DefaultCluster", "brokerName": "fuzz-heartbeats", "brokerAddr": "127.0.0.1:1",
+            "brokerId": 1, **numbers}
+    before = sorted(c.manager.heartbeats.snapshot(), key=repr)
+    with get_client(c.app) as client:
+        response = client.post("/v1/controller/heartbeat", json=body)
+    answer = check_envelope(response.status_code, response.json(), f"heartbeat {body!r}")
+    bad = [f for f, v in numbers.items() if not _in_range(f, v) and not (f == "brokerId" and v is None)]
+    if bad:
+        assert answer["code"] == RC.INVALID_PARAMETER, (body, answer)
+        assert any(f in answer["remark"] for f in bad), (bad, answer)
+        assert sorted(c.manager.heartbeats.snapshot(), key=repr) == before
+    elif body["brokerId"] is None:
+        assert answer["code"] == RC.CONTROLLER_INVALID_REQUEST, (body, answer)
+    else:
+        assert answer["code"] == RC.SUCCESS, (body, answer)
+    cap = c.manager.config.maxHeartbeatTimeoutMillis
+    assert all(i.heartbeatTimeoutMs <= cap for i in c.manager.heartbeats.snapshot())
+    assert c.manager.heartbeat_grace_ms() <= cap
+
+
+REQUEST_IDS = st.one_of(
+    st.text(st.sampled_from("abcXYZ019._:-"), min_size=1, max_size=128),
+    st.text(max_size=200),
+    st.sampled_from(["x" * 129, "x" * 100_000, "", " ", "a/b", "é"]),
+    ANY_NUMBER,
+)
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(REQUEST_IDS)
+def test_request_ids_are_bounded_before_they_reach_raft(services: SimpleNamespace, request_id: Any) -> None:
+    """Only ids of 1-128 characters of [A-Za-z0-9._:-] get past validation, so nothing longer is
+    replicated or remembered by the dedup table."""
+    import re
+
+    c: ControllerUnderTest = services.controller
+    before = c.state()
+    body = {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 1,
+            "brokerAddress": "127.0.0.1:10911", "requestId": request_id}
+    with get_client(c.app) as client:
+        response = client.post("/v1/controller/registerBroker", json=body)
+    answer = check_envelope(response.status_code, response.json(), f"registerBroker {request_id!r}")
+    plain = isinstance(request_id, str) and re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", request_id) is not None
+    if not plain and request_id is not None:  # absent: the server makes one up
+        assert answer["code"] == RC.INVALID_PARAMETER and "requestId" in answer["remark"], answer
+        assert c.state() == before
+    assert all(len(r) <= 128 for r in c.raft.manager.applied_requests)
 
 
 def test_unknown_routes_and_methods_answer_with_the_envelope(services: SimpleNamespace) -> None:
