@@ -14,27 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import gzip
 import itertools
 import json
 import logging
 import os
 import signal
 import stat
-import struct
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pysyncobj import SyncObj, SyncObjConf, replicated  # type: ignore[import-untyped]
-from pysyncobj import pickle as sync_pickle
 from pysyncobj.config import FAIL_REASON  # type: ignore[import-untyped]
-from pysyncobj.journal import APP_NAME, FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET  # type: ignore[import-untyped]
 
 from services.common.errors import ConfigError
 from services.controller.events import (
@@ -45,6 +40,7 @@ from services.controller.events import (
     encode_noop,
     event_from_dict,
 )
+from services.controller.raft_store import check_raft_store
 from services.controller.state_machine import ReplicasInfoManager
 
 log = logging.getLogger(__name__)
@@ -212,7 +208,7 @@ class RaftNode:
     def __init__(self, settings: RaftSettings,
                  on_state_changed: Callable[[bool], None] | None = None) -> None:
         settings.store_dir.mkdir(parents=True, exist_ok=True)
-        check_raft_store(settings.store_dir)
+        check_raft_store(settings.store_dir, single_node=not settings.peer_addresses)
         _install_fork_hook()
         self._on_state_changed = on_state_changed
         conf = SyncObjConf(
@@ -338,78 +334,3 @@ def _resolve_all(futures: list[asyncio.Future[dict[str, Any]]], result: Any, err
     for future in futures:
         if not future.done():
             future.set_exception(RaftError(f"Raft proposal failed: {name}", outcome_unknown=unknown))
-
-
-# ---------------------------------------------------------------------- start-up check of the files
-# pysyncobj's journal: a header (application name, version, format, last-record offset), then records
-# ``<u32 length><u64 index><u64 term><command><u32 length>``; a regular command is a type byte and a
-# pickle of ``(method id, args, kwargs)`` whose first argument is our JSON entry (with a CRC of its
-# events). The snapshot is a gzip'd pickle. A damaged file stops the node with one error naming it,
-# instead of a node that hangs or silently forgets.
-REGULAR_COMMAND = 0
-
-
-def _damaged(path: Path, reason: str) -> ConfigError:
-    return ConfigError(
-        f"the controller's Raft file {path} is damaged ({reason}). This node cannot rebuild its state from "
-        f"it. Move the directory {path.parent} aside and start the node again: it copies the state from the "
-        "other controllers (on a single-node controller that means starting with no metadata).")
-
-
-def check_raft_store(directory: Path) -> None:
-    journal = directory / "raft.journal"
-    if journal.exists():
-        _check_journal(journal)
-    meta = directory / "raft.journal.meta"
-    if meta.exists() and meta.stat().st_size:
-        try:
-            sync_pickle.loads(meta.read_bytes())
-        except Exception as exc:
-            raise _damaged(meta, f"unreadable: {type(exc).__name__}") from None
-    dump = directory / "raft.dump"
-    if dump.exists():
-        try:
-            with gzip.open(dump, "rb") as f:
-                sync_pickle.load(f)
-        except Exception as exc:
-            raise _damaged(dump, f"unreadable snapshot: {type(exc).__name__}") from None
-
-
-def _check_journal(path: Path) -> None:
-    data = path.read_bytes()
-    if len(data) < FIRST_RECORD_OFFSET or not data.startswith(APP_NAME):
-        raise _damaged(path, "no valid header")
-    (last,) = struct.unpack_from("<I", data, LAST_RECORD_OFFSET_OFFSET)
-    if not FIRST_RECORD_OFFSET <= last <= len(data):
-        raise _damaged(path, f"the header points at offset {last}, past the end of the file")
-    offset = FIRST_RECORD_OFFSET
-    while offset < last:
-        if offset + 4 > last:
-            raise _damaged(path, f"a record at offset {offset} is cut short")
-        (size,) = struct.unpack_from("<I", data, offset)
-        end = offset + 4 + size
-        if size < 16 or end + 4 > last or struct.unpack_from("<I", data, end)[0] != size:
-            raise _damaged(path, f"the record at offset {offset} is torn or corrupt")
-        _check_command(path, offset, data[offset + 4 + 16:end])
-        offset = end + 4
-
-
-def _check_command(path: Path, offset: int, command: bytes) -> None:
-    if not command or command[0] != REGULAR_COMMAND:
-        return
-    try:
-        decoded = sync_pickle.loads(command[1:])
-        args = decoded[1] if isinstance(decoded, tuple) and len(decoded) >= 2 else ()
-        entry = json.loads(args[0]) if args and isinstance(args[0], str) else {}
-    except Exception:
-        raise _damaged(path, f"the command at offset {offset} cannot be decoded") from None
-    if not isinstance(entry, dict):
-        return
-    items = entry.get("items") if entry.get("kind") == "batch" else [entry]
-    for item in items if isinstance(items, list) else []:
-        crc = item.get("crc") if isinstance(item, dict) else None
-        if crc is None:
-            continue
-        events = json.dumps(item.get("events", []), separators=(",", ":"))
-        if zlib.crc32(events.encode("utf-8")) != crc:
-            raise _damaged(path, f"the entry at offset {offset} fails its checksum")

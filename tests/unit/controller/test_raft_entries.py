@@ -34,9 +34,9 @@ from services.controller.raft import (
     RaftError,
     RaftNode,
     _apply_entry,
-    _check_command,
     new_request_id,
 )
+from services.controller.raft_store import _check_command
 from services.controller.state_machine import ReplicasInfoManager
 from tests.unit.controller.helpers import CLUSTER, IPS, check_code
 
