@@ -3,6 +3,7 @@
 Everything lives under one data directory::
 
     cluster.json                      the layout (nodes, ports); re-running ``up`` resumes it
+    raft.password                     the controllers' shared Raft password (mode 0600)
     controller-n0/controller.conf     RocketMQ-style configs the user can read and reuse
     controller-n0/controller.out      stdout/stderr of the process (its log file is under store/logs)
     controller-n0/pid
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mqctl.localcluster import DEMO_BROKER, DEMO_CONTROLLER, wait_until
+from mqctl.localcluster import DEMO_BROKER, DEMO_CONTROLLER, raft_password_props, wait_until
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient
 from services.common.errors import ConfigError, MqctlError, UsageError
@@ -103,10 +104,12 @@ class DevCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         controllers = self.controllers()
         peers = ";".join(f"{n.name}-127.0.0.1:{n.port}" for n in controllers)
+        password = raft_password_props(self.data_dir, {})
         for node in controllers:
             props: dict[str, Any] = {"controllerDLegerGroup": "LocalControllerGroup", "controllerDLegerPeers": peers,
                                      "controllerDLegerSelfId": node.name,
-                                     "controllerStorePath": str(self.node_dir(node) / "store"), **DEMO_CONTROLLER}
+                                     "controllerStorePath": str(self.node_dir(node) / "store"), **password,
+                                     **DEMO_CONTROLLER}
             self._write(self.conf_file(node), props)
         addrs = ";".join(n.address for n in controllers)
         for node in self.brokers():
@@ -205,7 +208,20 @@ class DevCluster:
             brokers = client.call("GET", "/v1/controller/syncStateData", params={"brokerName": [group]}).data["brokers"]
         return dict(brokers[0]) if brokers else {}
 
+    def ensure_raft_password(self) -> None:
+        """Clusters created before every controller had a Raft password: give their configs the shared
+        file (a group of several controllers no longer starts without one)."""
+        for node in self.controllers():
+            conf = self.conf_file(node)
+            if not conf.exists():
+                continue
+            text = conf.read_text(encoding="utf-8")
+            if "controllerRaftPassword" not in text:
+                added = format_properties(raft_password_props(self.data_dir, {}))
+                conf.write_text(text.rstrip("\n") + "\n" + added, encoding="utf-8")
+
     def up(self, timeout: float = 120.0) -> None:
+        self.ensure_raft_password()
         for node in self.controllers():
             self.start_node(node)
         wait_until(self._leader_serving, timeout, "the controllers to elect a leader")

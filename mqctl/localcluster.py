@@ -21,6 +21,21 @@ from typing import Any
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError
 from services.common.props import format_properties
+from services.controller.raft_secret import write_password_file
+
+#: The Raft password file shared by the controllers of a local cluster (mode 0600), in its data directory.
+RAFT_PASSWORD_FILE = "raft.password"
+
+
+def raft_password_props(data_dir: Path, extra: dict[str, Any]) -> dict[str, Any]:
+    """``controllerRaftPasswordFile`` for every controller of a cluster in ``data_dir``, pointing at a
+    file created on first use; nothing when ``extra`` already names a password."""
+    if extra.get("controllerRaftPassword") or extra.get("controllerRaftPasswordFile"):
+        return {}
+    path = data_dir / RAFT_PASSWORD_FILE
+    if not path.exists():
+        write_password_file(path)
+    return {"controllerRaftPasswordFile": str(path.resolve())}
 
 
 def ephemeral_port_start() -> int:
@@ -137,6 +152,7 @@ class ControllerCluster:
     def configure(self, used_ports: set[int] | None = None) -> None:
         ports = [free_port_pair(used_ports) for _ in range(self.size)]
         peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+        password = raft_password_props(self.data_dir, self.extra)
         for i, port in enumerate(ports):
             node_dir = self.data_dir / f"controller-n{i}"
             conf = node_dir / "controller.conf"
@@ -144,7 +160,7 @@ class ControllerCluster:
             props: dict[str, Any] = {
                 "controllerDLegerGroup": self.group, "controllerDLegerPeers": peers,
                 "controllerDLegerSelfId": f"n{i}", "controllerStorePath": str(node_dir / "store"),
-                **self.extra,
+                **password, **self.extra,
             }
             conf.write_text(format_properties(props), encoding="utf-8")
             self.nodes.append(ControllerNode(f"n{i}", port, conf, node_dir / "controller.out"))

@@ -6,7 +6,6 @@ defaults. ``docs/controller-config.md`` lists every property; keep it in sync wi
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -51,6 +50,7 @@ class ControllerConfig:
     configStorePath: str = ""
     controllerRaftPort: int = -1
     controllerRaftPassword: str = ""
+    controllerRaftPasswordFile: str = ""
     authToken: str = ""
     listenAddress: str = ""
     enableElectUncleanMaster: bool = False
@@ -95,8 +95,12 @@ class ControllerConfig:
     def listen_host(self) -> str:
         return self.listenAddress or self.self_peer().host
 
-    def all_peers_on_loopback(self) -> bool:
-        return all(_is_loopback(p.host) for p in self.peers())
+    def missing_password_message(self) -> str:
+        return (f"this controller group has {len(self.peers())} nodes and no Raft password: set "
+                "controllerRaftPasswordFile (or controllerRaftPassword) to the same secret on every node, e.g. "
+                "python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > raft.password; chmod 600 "
+                "raft.password, then copy it to each node. Without it anyone who reaches the Raft port could "
+                "run code on the node")
 
     def http_limits(self) -> HttpLimits:
         return HttpLimits(max_connections=self.httpMaxConnections,
@@ -125,9 +129,14 @@ class ControllerConfig:
                               "at least 1")
         if self.electMasterMaxRetryCount < 1:
             raise ConfigError("electMasterMaxRetryCount must be at least 1")
-        if not self.controllerRaftPassword and not self.all_peers_on_loopback():
-            raise ConfigError("controllerRaftPassword is required when any controller peer is not on loopback: "
-                              "without it any host that reaches the Raft port can run code on this node")
+        self._validate_raft_password()
+
+    def _validate_raft_password(self) -> None:
+        """Every node has a Raft password (see raft_secret.py); only a lone node can make up its own."""
+        if self.controllerRaftPassword and self.controllerRaftPasswordFile:
+            raise ConfigError("set controllerRaftPassword or controllerRaftPasswordFile, not both")
+        if not (self.controllerRaftPassword or self.controllerRaftPasswordFile) and len(self.peers()) > 1:
+            raise ConfigError(self.missing_password_message())
 
     def _validate_limits(self) -> None:
         """Upper bounds too: a runtime update (POST /config) is input from the network."""
@@ -163,7 +172,7 @@ RUNTIME_UPDATABLE = frozenset({
 })
 #: Never updatable remotely (RocketMQ's black list plus our own path and secret settings).
 BLACK_LIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome", "controllerStorePath",
-                        "controllerRaftPassword", "authToken"})
+                        "controllerRaftPassword", "controllerRaftPasswordFile", "authToken"})
 
 #: Properties RocketMQ's controller has that we accept and ignore (with a warning).
 IGNORED = frozenset({"controllerType", "mappedFileSize", "controllerThreadPoolNums",
@@ -220,12 +229,3 @@ def parse_peers(spec: str, self_id: str, self_raft_port: int) -> list[Peer]:
     if len({p.id for p in peers}) != len(peers):
         raise ConfigError(f"duplicate peer id in controllerDLegerPeers ({spec})")
     return peers
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -5,7 +5,8 @@ of events, or a no-op barrier) so that method ids never change when the code is 
 never raises, de-duplicates by request id, and runs under a lock that readers also take.
 
 Configuration follows the safety rules for pysyncobj 0.3.17: explicit bind address, a password
-(encrypts and authenticates peer traffic), journal *and* full dump files, unbatched appends, a short
+always (it encrypts and authenticates peer traffic; without one pysyncobj unpickles whatever reaches
+the port), journal *and* full dump files, unbatched appends, a short
 leader fall-back timeout so a leader cut off from the majority steps down within a second, and no
 command waits forever for a leader.
 """
@@ -100,7 +101,7 @@ class RaftSettings:
     peer_addresses: list[str]  # other nodes' host:raftPort
     bind_address: str
     store_dir: Path
-    password: str | None
+    password: str  # never empty: see services/controller/raft_secret.py
     election_timeout_min_s: float = 0.6
     election_timeout_max_s: float = 1.2
     heartbeat_period_s: float = 0.1
@@ -207,6 +208,8 @@ class RaftNode:
 
     def __init__(self, settings: RaftSettings,
                  on_state_changed: Callable[[bool], None] | None = None) -> None:
+        if not settings.password:
+            raise ConfigError("the Raft port needs a password: without one pysyncobj runs any pickle sent to it")
         settings.store_dir.mkdir(parents=True, exist_ok=True)
         check_raft_store(settings.store_dir, single_node=not settings.peer_addresses)
         _install_fork_hook()

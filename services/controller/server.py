@@ -16,6 +16,7 @@ from services.controller.api import create_app
 from services.controller.config import ControllerConfig, config_from_properties
 from services.controller.controller import ControllerManager
 from services.controller.raft import RaftNode, RaftSettings
+from services.controller.raft_secret import resolve_password
 from services.controller.remoting import ControllerRemoting
 
 log = logging.getLogger("mqctl.controller")
@@ -57,20 +58,20 @@ def run(config: ControllerConfig) -> None:
     host = config.listen_host()
     check_port_free(host, me.port, "controller API")
     check_port_free(host, me.raft_port, "Raft peer port")
+    password, password_source = resolve_password(config)
     log_file = setup_logging(config)
-    if not config.controllerRaftPassword:
-        log.warning("controllerRaftPassword is not set: Raft traffic is neither encrypted nor authenticated. "
-                    "This is only allowed because every peer is on loopback.")
     log.info("starting controller %s (group %s) api=%s raft=%s peers=%s store=%s log=%s", me.id,
              config.controllerDLegerGroup, me.address, me.raft_address, config.controllerDLegerPeers,
              config.store_dir, log_file)
+    log.info("Raft port %s:%d%s: encrypted and authenticated with the password from %s", host,
+             me.raft_port, " (every interface)" if host in ("0.0.0.0", "::") else "", password_source)
     manager = ControllerManager(config)
     raft = RaftNode(RaftSettings(
         self_address=me.raft_address,
         peer_addresses=[p.raft_address for p in config.peers() if p.id != me.id],
         bind_address=f"{host}:{me.raft_port}",
         store_dir=config.store_dir / "raft",
-        password=config.controllerRaftPassword or None,
+        password=password,
         election_timeout_min_s=config.raftElectionTimeoutMinMillis / 1000,
         election_timeout_max_s=config.raftElectionTimeoutMaxMillis / 1000,
         heartbeat_period_s=config.raftHeartbeatIntervalMillis / 1000,
