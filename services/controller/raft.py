@@ -6,9 +6,10 @@ never raises, de-duplicates by request id, and runs under a lock that readers al
 
 Configuration follows the safety rules for pysyncobj 0.3.17: explicit bind address, a password
 always (it encrypts and authenticates peer traffic; without one pysyncobj unpickles whatever reaches
-the port), journal *and* full dump files, unbatched appends, a short
-leader fall-back timeout so a leader cut off from the majority steps down within a second, and no
-command waits forever for a leader.
+the port), journal *and* full dump files, unbatched appends, a short leader fall-back timeout so a
+leader cut off from the majority steps down within a second, and no command waits forever for a
+leader. The port itself is served by :mod:`services.controller.raft_transport` (bounded frames,
+handshake deadline, connection cap).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from services.controller.events import (
     event_from_dict,
 )
 from services.controller.raft_store import check_raft_store
+from services.controller.raft_transport import MAX_ENTRY_BYTES, GuardedTransport
 from services.controller.state_machine import ReplicasInfoManager
 
 log = logging.getLogger(__name__)
@@ -114,7 +116,7 @@ class _ControllerSyncObj(SyncObj):  # type: ignore[misc]
     def __init__(self, settings: RaftSettings, conf: SyncObjConf) -> None:
         # Everything assigned before super().__init__() is excluded from snapshots.
         self._lock = threading.RLock()
-        super().__init__(settings.self_address, settings.peer_addresses, conf)
+        super().__init__(settings.self_address, settings.peer_addresses, conf, transportClass=GuardedTransport)
         self.manager = ReplicasInfoManager()
 
     @replicated  # type: ignore[untyped-decorator]
@@ -202,6 +204,9 @@ def new_request_id() -> str:
     return f"{_REQUEST_ID_PREFIX}{next(_request_numbers):016x}"
 
 
+_Pending = tuple[list[Event], str, asyncio.Future[dict[str, Any]], float]
+
+
 class RaftNode:
     """Owns the SyncObj; must be created on the main thread (pysyncobj's tick thread dies with the
     thread that created it)."""
@@ -234,7 +239,7 @@ class RaftNode:
         )
         self._obj = _ControllerSyncObj(settings, conf)
         self.settings = settings
-        self._pending: list[tuple[list[Event], str, asyncio.Future[dict[str, Any]], float]] = []
+        self._pending: list[_Pending] = []
 
     # -------------------------------------------------------------- proposals
     async def propose_events(self, events: list[Event], timeout_s: float,
@@ -252,13 +257,27 @@ class RaftNode:
     def _propose_pending(self, loop: asyncio.AbstractEventLoop) -> None:
         pending, self._pending = self._pending, []
         for start in range(0, len(pending), MAX_WRITES_PER_ENTRY):
-            chunk = pending[start:start + MAX_WRITES_PER_ENTRY]
-            if len(chunk) == 1:
-                events, request_id, _, _ = chunk[0]
-                entry = encode_entry(events, request_id)
-            else:
-                entry = encode_batch([(events, request_id) for events, request_id, _, _ in chunk])
-            self._submit(loop, entry, [future for _, _, future, _ in chunk], max(t for _, _, _, t in chunk))
+            self._propose_chunk(loop, pending[start:start + MAX_WRITES_PER_ENTRY])
+
+    def _propose_chunk(self, loop: asyncio.AbstractEventLoop, chunk: list[_Pending]) -> None:
+        """One entry for ``chunk``, halved until it fits in MAX_ENTRY_BYTES (peers drop larger frames,
+        so a larger entry could never be replicated); a single write that does not fit is refused."""
+        if len(chunk) == 1:
+            events, request_id, _, _ = chunk[0]
+            entry = encode_entry(events, request_id)
+        else:
+            entry = encode_batch([(events, request_id) for events, request_id, _, _ in chunk])
+        if len(entry) > MAX_ENTRY_BYTES // 4 and len(entry.encode("utf-8")) > MAX_ENTRY_BYTES:
+            if len(chunk) > 1:
+                half = len(chunk) // 2
+                self._propose_chunk(loop, chunk[:half])
+                self._propose_chunk(loop, chunk[half:])
+            elif not chunk[0][2].done():
+                chunk[0][2].set_exception(RaftError(
+                    f"the write is {len(entry.encode('utf-8'))} bytes once encoded, more than the "
+                    f"{MAX_ENTRY_BYTES} bytes a Raft log entry may hold"))
+            return
+        self._submit(loop, entry, [future for _, _, future, _ in chunk], max(t for _, _, _, t in chunk))
 
     async def barrier(self, timeout_s: float) -> None:
         """Commit a no-op: when it returns, this node was leader of a majority after the call began,

@@ -21,6 +21,7 @@ from pysyncobj import pickle as sync_pickle
 from pysyncobj.config import FAIL_REASON
 
 from services.common.errors import ConfigError
+from services.controller import raft as raft_module
 from services.controller.events import (
     ApplyBrokerIdEvent,
     ElectMasterEvent,
@@ -185,3 +186,34 @@ def test_a_write_never_committed_times_out_with_an_unknown_outcome() -> None:
 
     outcomes = asyncio.run(main())
     assert all(isinstance(o, RaftError) and o.outcome_unknown and "timed out" in o.reason for o in outcomes)
+
+
+def test_writes_are_split_so_that_no_entry_outgrows_what_peers_accept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peers drop frames above a bound (raft_transport.py), so an entry above MAX_ENTRY_BYTES could
+    never be replicated: a group commit is halved until each part fits."""
+    monkeypatch.setattr(raft_module, "MAX_ENTRY_BYTES", 2000)
+    obj = TickThread()
+    raft = node(obj)
+    names = [f"{i}" + "x" * 600 for i in range(4)]
+
+    async def main() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(raft.propose_events(register(n), 5) for n in names))
+
+    assert asyncio.run(main()) == [{"ok": True}] * len(names)
+    assert len(obj.entries) > 1 and all(len(e.encode()) <= 2000 for e in obj.entries)
+    assert broker_names(obj.manager) == sorted(names)
+
+
+def test_a_single_write_larger_than_an_entry_is_refused_and_never_proposed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(raft_module, "MAX_ENTRY_BYTES", 2000)
+    obj = TickThread()
+    raft = node(obj)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(raft.propose_events(register("y" * 2500), 5), raft.propose_events(register("z"), 5),
+                                    return_exceptions=True)
+
+    too_big, small = asyncio.run(main())
+    assert isinstance(too_big, RaftError) and "more than the 2000 bytes a Raft log entry may hold" in too_big.reason
+    assert not too_big.outcome_unknown and small == {"ok": True}
+    assert broker_names(obj.manager) == ["z"]
