@@ -6,6 +6,7 @@ deadlines (issue 19, items 10 and 12)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -19,6 +20,7 @@ import websockets
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
+from services.common.bodylimit import BodyLimit
 from services.common.envelope import install_error_handlers, respond
 from services.common.httplimits import HttpLimits
 from services.common.httpserver import GracefulServer, make_server
@@ -54,8 +56,8 @@ def echo_app() -> FastAPI:
     return app
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, int]]:
+@contextlib.contextmanager
+def running(limits: HttpLimits, app: FastAPI | None = None) -> Iterator[tuple[str, int]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
@@ -63,7 +65,7 @@ def server() -> Iterator[tuple[str, int]]:
     async def nothing() -> None:
         return None
 
-    srv: GracefulServer = make_server(echo_app(), "127.0.0.1", port, nothing, nothing, limits=LIMITS)
+    srv: GracefulServer = make_server(app or echo_app(), "127.0.0.1", port, nothing, nothing, limits=limits)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -75,6 +77,12 @@ def server() -> Iterator[tuple[str, int]]:
     finally:
         srv.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, int]]:
+    with running(LIMITS) as address:
+        yield address
 
 
 def answered(address: tuple[str, int]) -> bool:
@@ -198,45 +206,64 @@ def test_a_chunked_body_is_refused_once_it_passes_the_limit(server: tuple[str, i
     assert sent < 5_000_000  # refused long before the client was done
 
 
-def test_route_limits_and_the_shared_budget(server: tuple[str, int]) -> None:
+def body_limit_of(app: FastAPI) -> BodyLimit:
+    layer: Any = app.middleware_stack
+    while not isinstance(layer, BodyLimit):
+        layer = layer.app
+    return layer
+
+
+def test_route_limits_and_the_shared_budget() -> None:
     """/big takes 200 000 bytes; bodies being read at once share 500 000: a third declared 200 000-byte
     body, while two are held unsent, is answered SYSTEM_BUSY; once they are gone it is accepted."""
+    app = echo_app()
+    limits = HttpLimits(body_timeout_s=30, route_body_bytes={"/big": 200_000}, body_budget_bytes=500_000)
     head = b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n"
-    holders = [socket.create_connection(server) for _ in range(2)]
-    try:
-        for holder in holders:
-            holder.sendall(head + b"a")
-        time.sleep(0.1)  # let the server see both heads (each waits for its body; the deadline is 0.5 s)
-        with socket.create_connection(server) as third:
-            third.sendall(head)
-            status, body = envelope_of(read_all(third, 10))
-        assert status == 503 and body["codeName"] == "SYSTEM_BUSY"
-    finally:
-        for holder in holders:
-            holder.close()
-    deadline = time.monotonic() + 10
-    while True:
+    with running(limits, app) as server:
+        holders = [socket.create_connection(server) for _ in range(2)]
+        try:
+            for holder in holders:
+                holder.sendall(head + b"a")
+            deadline = time.monotonic() + 10
+            while app.middleware_stack is None or body_limit_of(app).in_flight < 400_000:
+                assert time.monotonic() < deadline, "the server did not take both bodies"
+                time.sleep(0.02)
+            with socket.create_connection(server) as third:
+                third.sendall(head)
+                status, body = envelope_of(read_all(third, 10))
+            assert status == 503 and body["codeName"] == "SYSTEM_BUSY"
+        finally:
+            for holder in holders:
+                holder.close()
+        deadline = time.monotonic() + 10
+        while body_limit_of(app).in_flight:
+            assert time.monotonic() < deadline, "the held bodies were not released"
+            time.sleep(0.02)
         response = httpx.post(f"http://{server[0]}:{server[1]}/big", content=b"b" * 200_000, timeout=5)
-        if response.status_code == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert response.json()["data"]["size"] == 200_000
+        assert response.json()["data"]["size"] == 200_000
 
 
 # ---------------------------------------------------------------------------------- connection cap
-def test_connections_beyond_the_cap_are_refused_and_the_cap_recovers(server: tuple[str, int]) -> None:
-    held = [socket.create_connection(server) for _ in range(LIMITS.max_connections)]
-    try:
-        for sock in held:
-            sock.sendall(b"G")  # past the first-byte sniffing: each holds a connection for the deadline
-        refused = []
-        for _ in range(5):
-            with socket.create_connection(server) as extra:
-                refused.append(envelope_of(read_all(extra, 10)))
-        assert all(status == 503 and body["codeName"] == "SYSTEM_BUSY" for status, body in refused), refused
-    finally:
-        for sock in held:
-            sock.close()
+def test_connections_beyond_the_cap_are_refused_and_the_cap_recovers() -> None:
+    limits = HttpLimits(max_connections=16, header_timeout_s=30)  # the held connections outlive the test
+    with running(limits) as server:
+        held = [socket.create_connection(server) for _ in range(limits.max_connections)]
+        try:
+            for sock in held:
+                sock.sendall(b"G")  # past the first-byte sniffing: a request begun, never finished
+            refused = []
+            for _ in range(5):
+                with socket.create_connection(server) as extra:
+                    extra.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+                    refused.append(envelope_of(read_all(extra, 10)))
+            assert all(status == 503 and body["codeName"] == "SYSTEM_BUSY" for status, body in refused), refused
+        finally:
+            for sock in held:
+                sock.close()
+        recovered(server)
+
+
+def recovered(server: tuple[str, int]) -> None:
     deadline = time.monotonic() + 10
     while True:
         try:
