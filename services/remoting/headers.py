@@ -309,6 +309,58 @@ class GetRouteInfoRequestHeader(CustomHeader):
     oneway: bool | None = _bool("oway")
 
 
+@dataclass(frozen=True, kw_only=True)
+class RegisterBrokerRequestHeader(CustomHeader):
+    """103 REGISTER_BROKER (broker -> name server); the body is namesrv_bodies.RegisterBrokerBody, in
+    zlib form when ``compressed``. ``body_crc32`` is ``UtilAll.crc32`` of the body; 0 means unchecked."""
+
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+    broker_addr: str = _string("brokerAddr", required=True, default=MISSING)
+    cluster_name: str = _string("clusterName", required=True, default=MISSING)
+    ha_server_addr: str = _string("haServerAddr", required=True, default=MISSING)
+    broker_id: int = _long("brokerId", required=True, default=MISSING)
+    heartbeat_timeout_millis: int | None = _long("heartbeatTimeoutMillis")
+    enable_acting_master: bool | None = _bool("enableActingMaster")
+    compressed: bool = _bool("compressed", default=False)
+    body_crc32: int = _int("bodyCrc32", default=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegisterBrokerResponseHeader(CustomHeader):
+    """The answer to 103: the group's master as this name server knows it (for a slave's registration)."""
+
+    ha_server_addr: str | None = _string("haServerAddr")
+    master_addr: str | None = _string("masterAddr")
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnRegisterBrokerRequestHeader(CustomHeader):
+    """104 UNREGISTER_BROKER (a broker shutting down)."""
+
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+    broker_addr: str = _string("brokerAddr", required=True, default=MISSING)
+    cluster_name: str = _string("clusterName", required=True, default=MISSING)
+    broker_id: int = _long("brokerId", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryDataVersionRequestHeader(CustomHeader):
+    """322 QUERY_DATA_VERSION (a broker with forceRegister=false asks before registering); the body is
+    namesrv_bodies.DataVersion."""
+
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+    broker_addr: str = _string("brokerAddr", required=True, default=MISSING)
+    cluster_name: str = _string("clusterName", required=True, default=MISSING)
+    broker_id: int = _long("brokerId", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryDataVersionResponseHeader(CustomHeader):
+    """The answer to 322: whether the name server holds another DataVersion (its own is the body)."""
+
+    changed: bool = _bool("changed", required=True, default=MISSING)
+
+
 #: The request header class of each request code that has one.
 REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
@@ -321,6 +373,9 @@ REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdRequestHeader,
     RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdRequestHeader,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+    RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
+    RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+    RequestCode.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
 }
 
 #: The response header class of each request code whose answer has one.
@@ -332,6 +387,8 @@ RESPONSE_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.CONTROLLER_GET_METADATA_INFO: GetMetaDataResponseHeader,
     RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdResponseHeader,
     RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdResponseHeader,
+    RequestCode.REGISTER_BROKER: RegisterBrokerResponseHeader,
+    RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
 }
 
 __all__ = [
@@ -354,6 +411,11 @@ __all__ = [
     "GetRouteInfoRequestHeader",
     "Kind",
     "NotifyBrokerRoleChangedRequestHeader",
+    "QueryDataVersionRequestHeader",
+    "QueryDataVersionResponseHeader",
+    "RegisterBrokerRequestHeader",
+    "RegisterBrokerResponseHeader",
     "RegisterBrokerToControllerRequestHeader",
     "RegisterBrokerToControllerResponseHeader",
+    "UnRegisterBrokerRequestHeader",
 ]

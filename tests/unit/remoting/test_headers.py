@@ -35,8 +35,13 @@ from services.remoting.headers import (
     GetReplicaInfoResponseHeader,
     GetRouteInfoRequestHeader,
     NotifyBrokerRoleChangedRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
     RegisterBrokerToControllerRequestHeader,
     RegisterBrokerToControllerResponseHeader,
+    UnRegisterBrokerRequestHeader,
 )
 
 GOLDEN: list[tuple[CustomHeader, dict[str, str]]] = [
@@ -107,6 +112,24 @@ GOLDEN: list[tuple[CustomHeader, dict[str, str]]] = [
                                namespaced=True, broker_name="broker-a", oneway=False),
      {"topic": "TopicTest", "acceptStandardJsonOnly": "true", "lo": "false", "ns": "ns1", "nsd": "true",
       "bname": "broker-a", "oway": "false"}),
+    # namesrv/RegisterBrokerRequestHeader.java:36 (boolean compressed and Integer bodyCrc32 = 0: always written)
+    (RegisterBrokerRequestHeader(broker_name="broker-a", broker_addr="10.0.0.1:10911", cluster_name="c",
+                                 ha_server_addr="10.0.0.1:10912", broker_id=0, heartbeat_timeout_millis=10000,
+                                 enable_acting_master=False, body_crc32=1274312998),
+     {"brokerName": "broker-a", "brokerAddr": "10.0.0.1:10911", "clusterName": "c",
+      "haServerAddr": "10.0.0.1:10912", "brokerId": "0", "heartbeatTimeoutMillis": "10000",
+      "enableActingMaster": "false", "compressed": "false", "bodyCrc32": "1274312998"}),
+    # namesrv/RegisterBrokerResponseHeader.java:26 (both @CFNullable)
+    (RegisterBrokerResponseHeader(ha_server_addr="a:2", master_addr="a:1"), {"haServerAddr": "a:2",
+                                                                              "masterAddr": "a:1"}),
+    (RegisterBrokerResponseHeader(), {}),
+    # namesrv/UnRegisterBrokerRequestHeader.java:35
+    (UnRegisterBrokerRequestHeader(broker_name="b", broker_addr="a:1", cluster_name="c", broker_id=2),
+     {"brokerName": "b", "brokerAddr": "a:1", "clusterName": "c", "brokerId": "2"}),
+    # namesrv/QueryDataVersionRequestHeader.java:32, QueryDataVersionResponseHeader.java:26
+    (QueryDataVersionRequestHeader(broker_name="b", broker_addr="a:1", cluster_name="c", broker_id=0),
+     {"brokerName": "b", "brokerAddr": "a:1", "clusterName": "c", "brokerId": "0"}),
+    (QueryDataVersionResponseHeader(changed=True), {"changed": "true"}),
 ]
 
 
@@ -190,7 +213,7 @@ def test_request_headers_by_code() -> None:
     assert REQUEST_HEADERS[904] is BrokerHeartbeatRequestHeader
     assert REQUEST_HEADERS[105] is GetRouteInfoRequestHeader
     assert RESPONSE_HEADERS[1005] is GetMetaDataResponseHeader
-    assert set(REQUEST_HEADERS) == {904, 1001, 1002, 1003, 1004, 1008, 1011, 1012, 1013, 105}
+    assert set(REQUEST_HEADERS) == {904, 1001, 1002, 1003, 1004, 1008, 1011, 1012, 1013, 103, 104, 105, 322}
 
 
 @given(st.dictionaries(st.sampled_from(["clusterName", "brokerAddr", "brokerName", "brokerId", "epoch",
