@@ -10,8 +10,13 @@ body classes of each code, the controller's response codes (fencing, not-leader,
 A broker that sends its heartbeats (904) or registers (1003) on a connection owns that connection: when
 it closes, the broker is treated as gone at once, as RocketMQ's controller does with a closed channel.
 
-With ``authToken`` configured, the requests the HTTP API protects (every write, heartbeats included) are
-refused here with ``NO_PERMISSION``: RocketMQ's protocol has no way to present our token.
+The controller is also the cluster's name server (RocketMQ's ``enableControllerInNamesrv``): 103-106
+and 322 are served by ``namesrv_remoting.py`` from this node's route table, and a 904 keeps the sender's
+name-server registration fresh, as RocketMQ's name server treats it.
+
+With ``authToken`` configured, the requests the HTTP API protects (every write, heartbeats included) and
+the name-server registrations (103, 104, 322) are refused here with ``NO_PERMISSION``: RocketMQ's
+protocol has no way to present our token.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from services.common.codes import ResponseCode
 from services.common.errors import ConfigError
 from services.common.props import parse_properties
 from services.controller.heartbeat import MAX_PRIORITY, Heartbeat
+from services.controller.namesrv import RouteTable
+from services.controller.namesrv_remoting import NameServerRemoting, controller_view
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
 from services.remoting import bodies
 from services.remoting import headers as h
@@ -41,7 +48,8 @@ RC = RequestCode
 #: Requests that change state (or feed failure detection): refused when a token is configured.
 PROTECTED = frozenset({RC.BROKER_HEARTBEAT, RC.CONTROLLER_ALTER_SYNC_STATE_SET, RC.CONTROLLER_ELECT_MASTER,
                        RC.CONTROLLER_REGISTER_BROKER, RC.UPDATE_CONTROLLER_CONFIG, RC.CLEAN_BROKER_DATA,
-                       RC.CONTROLLER_APPLY_BROKER_ID})
+                       RC.CONTROLLER_APPLY_BROKER_ID, RC.REGISTER_BROKER, RC.UNREGISTER_BROKER,
+                       RC.QUERY_DATA_VERSION})
 
 #: The connection attribute naming the broker that owns it: (clusterName, brokerName, brokerId).
 BROKER = "broker"
@@ -63,6 +71,7 @@ class ControllerRemoting:
 
     def __init__(self, manager: ControllerManager) -> None:
         self.m = manager
+        self.namesrv = NameServerRemoting(RouteTable(manager.clock.monotonic_ms, controller_view(manager)))
         self._routes = {
             RC.BROKER_HEARTBEAT: self._heartbeat,
             RC.CONTROLLER_GET_NEXT_BROKER_ID: self._next_broker_id,
@@ -76,6 +85,11 @@ class ControllerRemoting:
             RC.UPDATE_CONTROLLER_CONFIG: self._update_config,
             RC.GET_CONTROLLER_CONFIG: self._get_config,
             RC.CLEAN_BROKER_DATA: self._clean_broker_data,
+            RC.REGISTER_BROKER: self.namesrv.register_broker,
+            RC.UNREGISTER_BROKER: self.namesrv.unregister_broker,
+            RC.GET_ROUTEINFO_BY_TOPIC: self.namesrv.route,
+            RC.GET_BROKER_CLUSTER_INFO: self.namesrv.cluster_info,
+            RC.QUERY_DATA_VERSION: self.namesrv.query_data_version,
         }
 
     async def handle(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
@@ -99,6 +113,7 @@ class ControllerRemoting:
 
     def on_closed(self, conn: RemotingConnection) -> None:
         """A broker's connection closed: it is gone (its process, or its link to this controller)."""
+        self.namesrv.on_closed(conn)
         owner = conn.attributes.get(BROKER)
         if owner is not None:
             asyncio.get_running_loop().create_task(self.m.on_channel_closed(*owner))
@@ -116,6 +131,7 @@ class ControllerRemoting:
             heartbeatTimeoutMills=self.m.bounded_heartbeat_timeout(hb.heartbeat_timeout_mills),
             electionPriority=hb.election_priority if hb.election_priority is not None else MAX_PRIORITY))
         conn.attributes[BROKER] = (hb.cluster_name, hb.broker_name, hb.broker_id)
+        self.namesrv.table.touch(hb.cluster_name, hb.broker_addr)
         return None
 
     async def _next_broker_id(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

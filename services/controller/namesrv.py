@@ -1,0 +1,428 @@
+"""The controller as the cluster's name server: the route table brokers register their topics in.
+
+Theory of operation. RocketMQ's name server (``RouteInfoManager``) keeps soft state, rebuilt from what
+brokers send: every broker registers with every name server every 30 s (REGISTER_BROKER, 103) with its
+topic configs, and a name server forgets a broker when its connection closes, when it unregisters (104),
+or when it has not registered for its heartbeat timeout (120 s unless it asks for another). Nothing here
+goes through Raft: each controller node holds its own table, as each name server does, and clients may
+ask any node. The table keeps RocketMQ's shape:
+
+* groups: broker name -> cluster and the broker ids and addresses that registered (id 0 is the master);
+* the live table: (cluster, address) -> when it last registered, its timeout, its DataVersion, its
+  HA address and the connection it came on;
+* topics: topic -> broker name -> QueueData, written from the registrations of a group's master (or,
+  with no master, of its lowest id when the broker declares enableActingMaster), merged registration by
+  registration and dropped only when the whole group is gone, as RocketMQ does.
+
+In controller mode a RocketMQ broker registers with id 0 while it is master and with its own id
+otherwise, so the name server learns of a failover only when the new master re-registers. This table
+also asks the controller (``controller_view``, the Raft state of this node) who the master of a group is;
+for a group the controller knows, that view decides the ids a route shows:
+
+* a registered address the controller knows under id N is shown as N, or as 0 when N is the master;
+* a registration claiming id 0 from an address the controller does not know in that group is not shown
+  (it cannot be the master the controller elected, so it is a stale or forged claim);
+* other addresses the controller does not know keep their registered ids;
+* the group's topics come from the registration of the broker the combined view shows as 0.
+
+So a route lists the current master as 0 as soon as the controller has elected it, even before it
+re-registers; a group the controller does not know (a RocketMQ broker without controller mode) is shown
+exactly as it registered. Liveness still comes only from registrations: the controller's view never
+adds an address that has not registered with this node.
+
+The table does no I/O and reads time only through ``now_ms``; expiry is applied before every read and
+write, which is what RocketMQ's 5-second scan approximates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from services.common.codes import ResponseCode
+from services.remoting.bodies import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from services.remoting.namesrv_bodies import DataVersion, TopicConfig
+
+__all__ = ["AUTO_CREATE_TOPIC", "DEFAULT_BROKER_TIMEOUT_MS", "MASTER_ID", "ControllerGroup", "Limits",
+           "RegisterResult", "Registration", "RouteRefused", "RouteTable", "java_hash_order"]
+
+MASTER_ID = 0
+#: RocketMQ's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME for name-server registrations.
+DEFAULT_BROKER_TIMEOUT_MS = 120_000
+#: A broker may ask for a longer timeout, up to this (a huge one would keep a dead broker routable).
+MAX_BROKER_TIMEOUT_MS = 600_000
+#: The topic a client's producer falls back to for a topic nobody has created yet (autoCreateTopicEnable).
+AUTO_CREATE_TOPIC = "TBW102"
+PERM_WRITE = 2
+#: TopicValidator: a topic name is 1-127 of these characters.
+TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one node holds at most, whoever registers (registration needs no credentials)."""
+
+    max_brokers: int = 4096
+    max_queue_entries: int = 300_000  # (topic, broker group) pairs
+    max_queue_nums: int = 4096  # RocketMQ's own benchmark topic has 1024 queues
+
+
+class RouteRefused(Exception):
+    """A registration this table will not take; ``code`` and ``remark`` are the answer to send."""
+
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code, self.remark = code, remark
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One REGISTER_BROKER, decoded. ``channel`` identifies the connection it came on (any object)."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    address: str
+    ha_address: str
+    topics: Mapping[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+    heartbeat_timeout_ms: int | None = None
+    enable_acting_master: bool | None = None
+    zone_name: str | None = None
+    channel: object = None
+
+
+@dataclass(frozen=True)
+class RegisterResult:
+    """RegisterBrokerResult: for a broker that is not its group's master, the master's addresses."""
+
+    master_address: str | None = None
+    ha_address: str | None = None
+
+
+@dataclass(frozen=True)
+class ControllerGroup:
+    """What the controller's state says of one broker group: its cluster, its master's id (None while it
+    has none) and every broker id it assigned with the address that registered it."""
+
+    cluster: str
+    master_id: int | None
+    addresses: Mapping[int, str]
+
+
+ControllerView = Callable[[str], "ControllerGroup | None"]
+
+
+@dataclass
+class _Live:
+    broker_name: str
+    last_ms: int
+    timeout_ms: int
+    data_version: DataVersion
+    ha_address: str
+    channel: object
+
+
+@dataclass
+class _Group:
+    cluster: str
+    addrs: dict[int, str] = field(default_factory=dict)
+    zone_name: str | None = None
+    enable_acting_master: bool = False
+
+
+class RouteTable:
+    def __init__(self, now_ms: Callable[[], int], controller_view: ControllerView | None = None,
+                 limits: Limits | None = None) -> None:
+        self.now_ms = now_ms
+        self.controller_view: ControllerView = controller_view or (lambda name: None)
+        self.limits = limits or Limits()
+        self._live: dict[tuple[str, str], _Live] = {}
+        self._groups: dict[str, _Group] = {}
+        self._clusters: dict[str, dict[str, None]] = {}  # cluster -> broker names, as an ordered set
+        self._topics: dict[str, dict[str, QueueData]] = {}
+        self._entries = 0
+
+    # ------------------------------------------------------------------ writes
+    def register(self, reg: Registration) -> RegisterResult:
+        """Take a registration (RouteInfoManager.registerBroker); raises RouteRefused."""
+        self.expire()
+        self._check(reg)
+        key = (reg.cluster, reg.address)
+        self._clusters.setdefault(reg.cluster, {})[reg.broker_name] = None
+        group = self._groups.setdefault(reg.broker_name, _Group(reg.cluster))
+        group.enable_acting_master, group.zone_name = bool(reg.enable_acting_master), reg.zone_name
+        # one address holds one id: a slave that became master comes back under 0
+        for broker_id, address in list(group.addrs.items()):
+            if address == reg.address and broker_id != reg.broker_id:
+                del group.addrs[broker_id]
+        old = group.addrs.get(reg.broker_id)
+        if old is not None and old != reg.address and self._outranked(reg, old):
+            self._live.pop(key, None)
+            return RegisterResult()  # RocketMQ answers SUCCESS and keeps the broker that holds the id
+        first = old is None
+        group.addrs[reg.broker_id] = reg.address
+        changed = first or self._version_changed(key, reg.data_version)
+        self._take_topics(reg, group, changed)
+        timeout = reg.heartbeat_timeout_ms if reg.heartbeat_timeout_ms and reg.heartbeat_timeout_ms > 0 \
+            else DEFAULT_BROKER_TIMEOUT_MS
+        self._live[key] = _Live(reg.broker_name, self.now_ms(), min(timeout, MAX_BROKER_TIMEOUT_MS),
+                                reg.data_version, reg.ha_address, reg.channel)
+        return self._result(reg, group)
+
+    def unregister(self, cluster: str, address: str, broker_name: str) -> bool:
+        """UNREGISTER_BROKER: the address leaves its group; a group left empty takes its topics along."""
+        self.expire()
+        return self._remove(cluster, address, broker_name)
+
+    def query_data_version(self, cluster: str, address: str) -> DataVersion | None:
+        """QUERY_DATA_VERSION: the DataVersion this broker last registered (None: not registered here).
+        Asking keeps the registration fresh, as RocketMQ's name server treats it."""
+        self.expire()
+        live = self._live.get((cluster, address))
+        if live is None:
+            return None
+        live.last_ms = self.now_ms()
+        return live.data_version
+
+    def touch(self, cluster: str, address: str) -> None:
+        """A lighter heartbeat (BROKER_HEARTBEAT, 904): the registration stays fresh."""
+        live = self._live.get((cluster, address))
+        if live is not None:
+            live.last_ms = self.now_ms()
+
+    def on_channel_closed(self, channel: object) -> int:
+        """The connection registrations came on closed: those brokers are gone (as RocketMQ's
+        BrokerHousekeepingService decides). Returns how many were removed."""
+        keys = [k for k, live in self._live.items() if live.channel is channel]
+        for cluster, address in keys:
+            self._drop(cluster, address)
+        return len(keys)
+
+    def expire(self) -> list[tuple[str, str]]:
+        """Forget every broker whose registration is older than its timeout; returns (cluster, address)."""
+        now = self.now_ms()
+        expired = [k for k, live in self._live.items() if live.last_ms + live.timeout_ms < now]
+        for cluster, address in expired:
+            self._drop(cluster, address)
+        return expired
+
+    # ------------------------------------------------------------------ reads
+    def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO: every group with its addresses, and the groups of every cluster."""
+        self.expire()
+        brokers = {name: self._broker_data(name, group) for name, group in self._groups.items()}
+        return ClusterInfo(brokers, {c: frozenset(names) for c, names in self._clusters.items() if names})
+
+    def route(self, topic: str) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC: the topic's queues on each group and those groups' addresses, listed in
+        the order RocketMQ's HashMap and HashSet iterate them; None for a topic no live group serves."""
+        self.expire()
+        queues = self._topics.get(topic)
+        if not queues:
+            return None
+        queue_order = java_hash_order(queues, _hash_map_table_size(len(queues)))
+        name_order = java_hash_order(queue_order, _hash_set_table_size(len(queues)))
+        broker_datas = tuple(self._broker_data(n, self._groups[n]) for n in name_order if n in self._groups)
+        if not broker_datas:
+            return None
+        return TopicRouteData(tuple(queues[n] for n in queue_order), broker_datas, {})
+
+    def live_brokers(self) -> list[tuple[str, str, str]]:
+        """(cluster, broker name, address) of every registration held."""
+        return [(c, live.broker_name, a) for (c, a), live in self._live.items()]
+
+    # ------------------------------------------------------------------ the combined view
+    def addresses(self, broker_name: str) -> dict[int, str]:
+        """The group's broker ids and addresses as routes show them (see the module's docstring)."""
+        group = self._groups.get(broker_name)
+        return {} if group is None else self._addresses(broker_name, group)
+
+    def _addresses(self, name: str, group: _Group) -> dict[int, str]:
+        view = self.controller_view(name)
+        if view is None or view.cluster != group.cluster:
+            return dict(sorted(group.addrs.items()))
+        known = {address: broker_id for broker_id, address in view.addresses.items()}
+        shown: dict[int, str] = {}
+        for address in group.addrs.values():
+            if address in known:
+                broker_id = known[address]
+                shown[MASTER_ID if broker_id == view.master_id else broker_id] = address
+        for broker_id, address in group.addrs.items():
+            if address not in known and broker_id != MASTER_ID and broker_id not in shown:
+                shown[broker_id] = address
+        return dict(sorted(shown.items()))
+
+    def _broker_data(self, name: str, group: _Group) -> BrokerData:
+        return BrokerData(group.cluster, name, self._addresses(name, group), group.zone_name,
+                          group.enable_acting_master)
+
+    # ------------------------------------------------------------------ internals
+    def _outranked(self, reg: Registration, old_address: str) -> bool:
+        """Another live broker holds this id with a newer state (a higher master epoch): keep it."""
+        other = self._live.get((reg.cluster, old_address))
+        return other is not None and other.data_version.state_version > reg.data_version.state_version
+
+    def _version_changed(self, key: tuple[str, str], version: DataVersion) -> bool:
+        live = self._live.get(key)
+        return live is None or live.data_version != version
+
+    def _take_topics(self, reg: Registration, group: _Group, changed: bool) -> None:
+        shown = self._addresses(reg.broker_name, group)
+        my_id = next((i for i, a in shown.items() if a == reg.address), None)
+        is_master = my_id == MASTER_ID
+        prime_slave = (reg.enable_acting_master is not None and not is_master and my_id is not None
+                       and my_id == min(shown))
+        if not (is_master or prime_slave):
+            return
+        for topic, config in reg.topics.items():
+            queues = self._topics.get(topic)
+            if changed or queues is None or reg.broker_name not in queues:
+                perm = config.perm & ~PERM_WRITE if prime_slave and group.enable_acting_master else config.perm
+                self._put_queue(topic, QueueData(reg.broker_name, config.read_queue_nums, config.write_queue_nums,
+                                                 perm, config.topic_sys_flag))
+
+    def _put_queue(self, topic: str, queue: QueueData) -> None:
+        queues = self._topics.setdefault(topic, {})
+        if queue.broker_name not in queues:
+            self._entries += 1
+        queues[str(queue.broker_name)] = queue
+
+    def _result(self, reg: Registration, group: _Group) -> RegisterResult:
+        shown = self._addresses(reg.broker_name, group)
+        master = shown.get(MASTER_ID)
+        if master is None or master == reg.address:
+            return RegisterResult()
+        live = self._live.get((reg.cluster, master))
+        return RegisterResult(master, live.ha_address) if live is not None else RegisterResult()
+
+    def _drop(self, cluster: str, address: str) -> None:
+        """A broker gone by expiry or a closed connection: unregister it from the group it is in."""
+        name = next((n for n, g in self._groups.items() if g.cluster == cluster and address in g.addrs.values()),
+                    None)
+        if name is None:
+            self._live.pop((cluster, address), None)
+        else:
+            self._remove(cluster, address, name)
+
+    def _remove(self, cluster: str, address: str, broker_name: str) -> bool:
+        removed = self._live.pop((cluster, address), None) is not None
+        group = self._groups.get(broker_name)
+        if group is None or group.cluster != cluster:
+            return removed
+        before = len(group.addrs)
+        group.addrs = {i: a for i, a in group.addrs.items() if a != address}
+        if not group.addrs:
+            self._forget_group(cluster, broker_name)
+        elif group.enable_acting_master and MASTER_ID not in self._addresses(broker_name, group):
+            for queues in self._topics.values():  # no master left: nobody may write (RocketMQ does the same)
+                if (queue := queues.get(broker_name)) is not None:
+                    queues[broker_name] = QueueData(broker_name, queue.read_queue_nums, queue.write_queue_nums,
+                                                    queue.perm & ~PERM_WRITE, queue.topic_sys_flag)
+        return removed or len(group.addrs) != before
+
+    def _forget_group(self, cluster: str, broker_name: str) -> None:
+        del self._groups[broker_name]
+        names = self._clusters.get(cluster, {})
+        names.pop(broker_name, None)
+        if not names:
+            self._clusters.pop(cluster, None)
+        for topic in list(self._topics):
+            if self._topics[topic].pop(broker_name, None) is not None:
+                self._entries -= 1
+            if not self._topics[topic]:
+                del self._topics[topic]
+
+    # ------------------------------------------------------------------ checks
+    def _check(self, reg: Registration) -> None:
+        _check_name(reg.cluster, "clusterName")
+        _check_name(reg.broker_name, "brokerName")
+        _check_address(reg.address, "brokerAddr")
+        if reg.ha_address:
+            _check_address(reg.ha_address, "haServerAddr")
+        if reg.zone_name is not None:
+            _check_name(reg.zone_name, "zoneName")
+        if reg.broker_id < 0:
+            raise RouteRefused(ResponseCode.INVALID_PARAMETER, f"brokerId {reg.broker_id} is negative")
+        for name, config in reg.topics.items():
+            self._check_topic(name, config)
+        group = self._groups.get(reg.broker_name)
+        if group is not None and group.cluster != reg.cluster:
+            raise RouteRefused(ResponseCode.INVALID_PARAMETER,
+                               f"broker group {reg.broker_name} is registered in cluster {group.cluster}, "
+                               f"not {reg.cluster}")
+        self._check_room(reg)
+
+    def _check_topic(self, name: str, config: TopicConfig) -> None:
+        if TOPIC_PATTERN.fullmatch(name) is None or config.topic_name != name:
+            raise RouteRefused(ResponseCode.INVALID_PARAMETER,
+                               f"topic {name[:140]!r} is not a valid topic name (1-127 of letters, digits, "
+                               "%|_-) or is not the name of its config")
+        for what, value, high in (("readQueueNums", config.read_queue_nums, self.limits.max_queue_nums),
+                                  ("writeQueueNums", config.write_queue_nums, self.limits.max_queue_nums),
+                                  ("perm", config.perm, 15), ("topicSysFlag", config.topic_sys_flag, 2**31 - 1)):
+            if not 0 <= value <= high:
+                raise RouteRefused(ResponseCode.INVALID_PARAMETER,
+                                   f"topic {name}: {what} {value} is outside 0..{high}")
+
+    def _check_room(self, reg: Registration) -> None:
+        if (reg.cluster, reg.address) not in self._live and len(self._live) >= self.limits.max_brokers:
+            raise RouteRefused(ResponseCode.SYSTEM_ERROR,
+                               f"this name server holds its limit of {self.limits.max_brokers} brokers")
+        new = sum(1 for t in reg.topics if reg.broker_name not in self._topics.get(t, {}))
+        if self._entries + new > self.limits.max_queue_entries:
+            raise RouteRefused(ResponseCode.SYSTEM_ERROR,
+                               f"registering {new} more topic routes would pass this name server's limit of "
+                               f"{self.limits.max_queue_entries}")
+
+
+def _check_name(value: str, what: str) -> None:
+    if not 1 <= len(value) <= 255 or _CONTROL.search(value):
+        raise RouteRefused(ResponseCode.INVALID_PARAMETER,
+                           f"{what} {value[:60]!r} must be 1-255 characters without spaces or control characters")
+
+
+def _check_address(value: str, what: str) -> None:
+    host, _, port = value.rpartition(":")
+    if (not host or len(value) > 255 or _CONTROL.search(value) or _PORT.fullmatch(port) is None
+            or not 0 < int(port) < 65536):
+        raise RouteRefused(ResponseCode.INVALID_PARAMETER, f"{what} {value[:60]!r} is not a host:port address")
+
+
+# ------------------------------------------------------------------------ Java's hash iteration order
+
+
+def java_hash_order(keys: Iterable[str], table_size: int) -> list[str]:
+    """The order a java.util.HashMap (or HashSet) with ``table_size`` buckets iterates String keys
+    inserted in the order given: by bucket, and in insertion order within a bucket."""
+    return sorted(keys, key=lambda key: _spread(_java_string_hash(key)) & (table_size - 1))
+
+
+def _java_string_hash(text: str) -> int:
+    """String.hashCode over UTF-16 code units, as an unsigned 32-bit value."""
+    units = text.encode("utf-16-be")
+    value = 0
+    for index in range(0, len(units), 2):
+        value = (31 * value + (units[index] << 8 | units[index + 1])) & 0xFFFFFFFF
+    return value
+
+
+def _spread(h: int) -> int:
+    return h ^ (h >> 16)  # HashMap.hash: the high half folded into the low
+
+
+def _hash_map_table_size(count: int) -> int:
+    """A HashMap grown by put from empty: 16 buckets, doubled whenever it holds more than 3/4 of them."""
+    size = 16
+    while count > size * 3 // 4:
+        size *= 2
+    return size
+
+
+def _hash_set_table_size(count: int) -> int:
+    """``new HashSet<>(collection)``: capacity max(count / .75 + 1, 16), rounded up to a power of two."""
+    wanted = max(int(count / 0.75) + 1, 16)
+    return 1 << (wanted - 1).bit_length()

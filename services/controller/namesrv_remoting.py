@@ -1,0 +1,101 @@
+"""The name server's request codes on the controller: 103 REGISTER_BROKER, 104 UNREGISTER_BROKER,
+105 GET_ROUTEINFO_BY_TOPIC, 106 GET_BROKER_CLUSTER_INFO and 322 QUERY_DATA_VERSION, answered as RocketMQ's
+name server answers them (``DefaultRequestProcessor``, ``ClientRequestProcessor``), from the table in ``namesrv.py``.
+
+Every controller node answers them from its own table, leader or not. A registration belongs to the
+connection it came on: when that connection closes, the broker is forgotten at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.common.codes import ResponseCode
+from services.controller.namesrv import (
+    ControllerGroup,
+    ControllerView,
+    Registration,
+    RouteRefused,
+    RouteTable,
+)
+from services.remoting import headers as h
+from services.remoting.command import RemotingCommand, make_response
+from services.remoting.namesrv_bodies import DataVersion, RegisterBrokerBody, body_crc32
+
+if TYPE_CHECKING:
+    from services.common.remoting_conn import RemotingConnection
+    from services.controller.controller import ControllerManager
+
+__all__ = ["STANDARD_JSON_VERSION", "ZONE_NAME", "NameServerRemoting", "controller_view", "topic_not_exist"]
+
+#: MQVersion.Version.V4_9_4: from this requester version on, a route is answered in standard JSON.
+STANDARD_JSON_VERSION = 401
+#: MixAll.ZONE_NAME: the extFields entry a broker names its zone in (not part of the header class).
+ZONE_NAME = "__ZONE_NAME"
+#: FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL), which RocketMQ appends to the TOPIC_NOT_EXIST remark.
+_APPLY_TOPIC_TIP = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+
+
+def topic_not_exist(topic: str) -> str:
+    return f"No topic route info in name server for the topic: {topic}{_APPLY_TOPIC_TIP}"
+
+
+def controller_view(manager: ControllerManager) -> ControllerView:
+    """Who the controller state on this node says each group's master is (a follower's state may trail
+    the leader's by a few entries; a route only needs it to catch up with an election)."""
+    def view(broker_name: str) -> ControllerGroup | None:
+        raft = manager.raft
+        if raft is None:
+            return None
+        return raft.read(lambda s: None if (bs := s.broker_sets.get(broker_name)) is None else ControllerGroup(
+            bs.clusterName, bs.masterBrokerId, {i: e.address for i, e in bs.brokers.items()}))
+    return view
+
+
+class NameServerRemoting:
+    def __init__(self, table: RouteTable) -> None:
+        self.table = table
+
+    async def register_broker(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        req = h.RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+        if req.body_crc32 != 0 and body_crc32(request.body) != req.body_crc32:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        body = RegisterBrokerBody.decode_request(request.body, compressed=req.compressed, version=request.version)
+        wrapper = body.topic_config_serialize_wrapper
+        try:
+            result = self.table.register(Registration(
+                req.cluster_name, req.broker_name, req.broker_id, req.broker_addr, req.ha_server_addr,
+                wrapper.topic_config_table, wrapper.data_version, req.heartbeat_timeout_millis,
+                req.enable_acting_master, request.ext_fields.get(ZONE_NAME), channel=conn))
+        except RouteRefused as exc:
+            return make_response(request, exc.code, exc.remark)
+        header = h.RegisterBrokerResponseHeader(ha_server_addr=result.ha_address, master_addr=result.master_address)
+        return make_response(request, ResponseCode.SUCCESS, None, header.to_ext_fields())
+
+    async def unregister_broker(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        req = h.UnRegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+        self.table.unregister(req.cluster_name, req.broker_addr, req.broker_name)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def query_data_version(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """Whether the broker's topic configs changed since it last registered here (then it registers)."""
+        req = h.QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
+        theirs = DataVersion.decode(request.body)
+        ours = self.table.query_data_version(req.cluster_name, req.broker_addr)
+        header = h.QueryDataVersionResponseHeader(changed=ours is None or ours != theirs)
+        return make_response(request, ResponseCode.SUCCESS, None, header.to_ext_fields(),
+                             ours.encode() if ours is not None else b"")
+
+    async def route(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        req = h.GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
+        route = self.table.route(req.topic)
+        if route is None:
+            return make_response(request, ResponseCode.TOPIC_NOT_EXIST, topic_not_exist(req.topic))
+        standard = request.version >= STANDARD_JSON_VERSION or bool(req.accept_standard_json_only)
+        return make_response(request, ResponseCode.SUCCESS, None, None, route.encode(standard=standard))
+
+    async def cluster_info(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        return make_response(request, ResponseCode.SUCCESS, None, None, self.table.cluster_info().encode())
+
+    def on_closed(self, conn: RemotingConnection) -> None:
+        self.table.on_channel_closed(conn)
