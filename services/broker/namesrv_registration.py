@@ -1,0 +1,183 @@
+"""The broker's registrations with its name servers: every controller, over RocketMQ's remoting protocol.
+
+A RocketMQ broker registers its topic configs with each of its name servers (REGISTER_BROKER, 103)
+every 30 s, at once when its role changes, and when it creates a topic; it unregisters (104) when it
+shuts down. This broker does the same with every controller of ``controllerAddr``, since the controllers
+are the cluster's name servers (see services/controller/namesrv.py), with the same request a RocketMQ
+broker sends, so the controller has one code path for both kinds of broker.
+
+What it registers, as a RocketMQ broker in controller mode does: id 0 while it is master and its own id
+otherwise (also while it does not know its role yet); its DataVersion's stateVersion is the master epoch
+it knows, and the counter moves whenever its set of topics changes. Its topics are those of its store,
+each with ``defaultTopicQueueNums`` read and write queues, plus TBW102 (the auto-create topic) with
+read, write and inherit permission: this broker creates any topic on its first message.
+
+With an auth token configured nothing is registered: the controllers refuse remoting writes then (the
+protocol cannot carry the token), so the broker says so once instead of failing every 30 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from services.broker.config import BrokerConfig
+from services.common.clock import Clock
+from services.common.codes import ResponseCode
+from services.common.errors import MqctlError
+from services.common.remoting_client import RemotingClient
+from services.remoting import headers as h
+from services.remoting.command import RemotingCommand, RequestCode, make_request
+from services.remoting.namesrv_bodies import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    body_crc32,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AUTO_CREATE_TOPIC", "REGISTER_INTERVAL_S", "BrokerIdentity", "NamesrvRegistration",
+           "register_request", "topic_table", "unregister_request"]
+
+#: RocketMQ's registerNameServerPeriod default.
+REGISTER_INTERVAL_S = 30.0
+AUTO_CREATE_TOPIC = "TBW102"
+PERM_READ_WRITE, PERM_INHERIT = 6, 1
+
+
+@dataclass(frozen=True)
+class BrokerIdentity:
+    """Who the broker is right now: its controller id (None before it has one), whether it is master,
+    and the master epoch it knows."""
+
+    broker_id: int | None
+    master: bool
+    master_epoch: int
+
+
+def topic_table(topics: Iterable[str], queue_nums: int) -> dict[str, TopicConfig]:
+    table = {t: TopicConfig(t, queue_nums, queue_nums, PERM_READ_WRITE) for t in sorted(topics)}
+    table[AUTO_CREATE_TOPIC] = TopicConfig(AUTO_CREATE_TOPIC, queue_nums, queue_nums, PERM_READ_WRITE | PERM_INHERIT)
+    return table
+
+
+def register_request(config: BrokerConfig, broker_id: int, topics: dict[str, TopicConfig],
+                     version: DataVersion) -> RemotingCommand:
+    """REGISTER_BROKER as BrokerOuterAPI.registerBrokerAll writes it (JSON body, its CRC in the header)."""
+    body = RegisterBrokerBody(TopicConfigSerializeWrapper(topics, version)).encode()
+    header = h.RegisterBrokerRequestHeader(
+        broker_name=config.brokerName, broker_addr=config.address, cluster_name=config.brokerClusterName,
+        ha_server_addr=config.ha_address, broker_id=broker_id, enable_acting_master=False,
+        body_crc32=body_crc32(body))
+    return make_request(RequestCode.REGISTER_BROKER, 0, header.to_ext_fields(), body)
+
+
+def unregister_request(config: BrokerConfig, broker_id: int) -> RemotingCommand:
+    header = h.UnRegisterBrokerRequestHeader(broker_name=config.brokerName, broker_addr=config.address,
+                                             cluster_name=config.brokerClusterName, broker_id=broker_id)
+    return make_request(RequestCode.UNREGISTER_BROKER, 0, header.to_ext_fields())
+
+
+class NamesrvRegistration:
+    def __init__(self, config: BrokerConfig, addresses: list[str], identity: Callable[[], BrokerIdentity],
+                 topics: Callable[[], Iterable[str]], clock: Clock, interval_s: float = REGISTER_INTERVAL_S,
+                 timeout_s: float = 6.0) -> None:
+        self.config = config
+        self.addresses = addresses
+        self.identity = identity
+        self.topics = topics
+        self.clock = clock
+        self.interval_s = interval_s
+        self.client = RemotingClient(timeout_s=timeout_s)
+        self.known: frozenset[str] = frozenset()  # the topics of the last registration
+        self.registered_id: int | None = None
+        self._version = DataVersion()
+        self._outcomes: dict[str, str | None] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        if self.config.authToken:
+            log.info("not registering with the controllers as name servers: with an auth token they refuse "
+                     "remoting registrations (the protocol cannot carry the token)")
+            return
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="namesrv-registration")
+
+    async def stop(self) -> None:
+        """Stop, and unregister from every controller (RocketMQ's unregisterBrokerAll on shutdown)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.registered_id is not None:
+            request = unregister_request(self.config, self.registered_id)
+            await asyncio.gather(*(self._send(a, request, "unregister", 2.0) for a in self.addresses))
+            self.registered_id = None
+        await self.client.close()
+
+    def trigger(self) -> None:
+        """Register again now (a role change)."""
+        self._wake.set()
+
+    def note_topics(self, topics: Iterable[str]) -> None:
+        """Called on the put path: a topic this broker has not registered yet is registered at once."""
+        if not self._wake.is_set() and any(t not in self.known for t in topics):
+            self._wake.set()
+
+    # ------------------------------------------------------------------ registering
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()  # before registering: a trigger that comes during it is not lost
+            try:
+                await self.register_all()
+            except Exception:  # the loop must survive anything; the next round retries
+                log.exception("registration with the name servers failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+
+    async def register_all(self) -> None:
+        me = self.identity()
+        if me.broker_id is None:
+            return  # no id yet: the role change that follows registration triggers the first round
+        topics = self._current_topics()
+        if topics != self.known or me.master_epoch != self._version.state_version:
+            self._version = DataVersion(me.master_epoch, self.clock.now_ms(), self._version.counter + 1)
+            self.known = topics
+        broker_id = 0 if me.master else me.broker_id
+        request = register_request(self.config, broker_id, topic_table(topics, self.config.defaultTopicQueueNums),
+                                   self._version)
+        await asyncio.gather(*(self._send(a, request, "register") for a in self.addresses))
+        self.registered_id = broker_id
+
+    def _current_topics(self) -> frozenset[str]:
+        try:
+            return frozenset(self.topics())
+        except RuntimeError as exc:  # the store changed under the read (a truncation in a worker thread)
+            log.debug("topics not read this round: %s", exc)
+            return self.known
+
+    async def _send(self, address: str, request: RemotingCommand, what: str,
+                    timeout_s: float | None = None) -> None:
+        try:
+            answer = await self.client.call(address, request, timeout_s)
+        except MqctlError as exc:
+            self._outcome(address, f"cannot {what} with the name server at {address}: {exc}", logging.INFO)
+            return
+        if answer.code != ResponseCode.SUCCESS:
+            self._outcome(address, f"the name server at {address} refused to {what} this broker: "
+                                   f"{answer.remark} (code {answer.code})", logging.WARNING)
+        else:
+            self._outcome(address, "", logging.INFO)
+
+    def _outcome(self, address: str, problem: str, level: int) -> None:
+        """Log a change of outcome only, not the same failure every 30 s."""
+        if self._outcomes.get(address) != problem:
+            log.log(level, problem or f"registered with the name server at {address}")
+            self._outcomes[address] = problem
