@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from services.common.auth import install_token_check, token_ok
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
-from services.common.errors import ConfigError
 from services.common.fields import (
     JAVA_LONG_MAX,
     BrokerId,
@@ -27,7 +26,7 @@ from services.common.fields import (
 )
 from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
-from services.controller.config import BLACK_LIST, FIELD_NAMES, RUNTIME_UPDATABLE, config_from_properties
+from services.controller.config import config_from_properties
 from services.controller.controller import ControllerManager
 from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, MAX_PRIORITY, Heartbeat
 from services.controller.metrics import controller_registry
@@ -226,23 +225,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
 
     @app.post(f"{P}/config")
     async def update_config(body: dict[str, Any]) -> JSONResponse:
-        props = {str(k): _prop_text(v) for k, v in body.items()}
-        if not props:
-            return respond(ResponseCode.INVALID_PARAMETER, "no properties to update")
-        for key in props:
-            if key in BLACK_LIST:
-                return respond(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-            if key not in FIELD_NAMES:
-                return respond(ResponseCode.INVALID_PARAMETER, f"unknown controller property {key!r}")
-            if key not in RUNTIME_UPDATABLE:
-                return respond(ResponseCode.NO_PERMISSION,
-                               f"{key} cannot be changed on a running controller; edit the config file "
-                               "and restart it")
-        try:
-            m.update_config(props)
-        except ConfigError as exc:
-            return respond(ResponseCode.INVALID_PARAMETER, exc.remark)
-        return respond(ResponseCode.SUCCESS, None, {"config": m.config.as_properties()})
+        return _answer(m.apply_config_update({str(k): _prop_text(v) for k, v in body.items()}))
 
     mount_metrics(app, controller_registry(manager))
 

@@ -47,9 +47,6 @@ from services.controller.heartbeat import (
     BrokerHeartbeatManager,
     Heartbeat,
 )
-
-#: The longest heartbeat timeout a broker may ask for (RocketMQ's default is 10 s).
-MAX_HEARTBEAT_TIMEOUT_MS = 10 * 60 * 1000
 from services.controller.raft import RaftError, RaftNode
 from services.controller.state_machine import ControllerResult, ElectMasterRequest, ReplicasInfoManager
 
@@ -225,13 +222,13 @@ class ControllerManager:
     def on_heartbeat(self, hb: Heartbeat) -> None:
         self.heartbeats.on_heartbeat(hb)
 
-    @staticmethod
-    def bounded_heartbeat_timeout(value: int | None) -> int:
+    def bounded_heartbeat_timeout(self, value: int | None) -> int:
         """A broker's heartbeat timeout as the live table may hold it: its default when absent, and never
-        beyond MAX_HEARTBEAT_TIMEOUT_MS (a huge value would keep a dead master 'alive')."""
+        beyond maxHeartbeatTimeoutMillis (a huge value would keep a dead master 'alive'). For a oneway
+        heartbeat, which cannot be answered with an error."""
         if value is None or value <= 0:
             return DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
-        return min(value, MAX_HEARTBEAT_TIMEOUT_MS)
+        return min(value, self.config.maxHeartbeatTimeoutMillis)
 
     async def on_channel_closed(self, cluster: str, broker_name: str, broker_id: int) -> None:
         """The broker's liveness channel closed: its process (or its link to us) is gone."""

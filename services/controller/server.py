@@ -8,7 +8,7 @@ from pathlib import Path
 
 from services.common.errors import ConfigError
 from services.common.httpserver import make_server
-from services.common.logsetup import CONTEXT
+from services.common.logsetup import CONTEXT, add_secret
 from services.common.logsetup import setup_logging as _setup_logging
 from services.common.props import load_properties
 from services.common.remoting_conn import RemotingConnection
@@ -59,6 +59,7 @@ def run(config: ControllerConfig) -> None:
     check_port_free(host, me.port, "controller API")
     check_port_free(host, me.raft_port, "Raft peer port")
     password, password_source = resolve_password(config)
+    add_secret(password)  # masked in every log line, like the auth token
     log_file = setup_logging(config)
     log.info("starting controller %s (group %s) api=%s raft=%s peers=%s store=%s log=%s", me.id,
              config.controllerDLegerGroup, me.address, me.raft_address, config.controllerDLegerPeers,
