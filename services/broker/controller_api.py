@@ -77,10 +77,12 @@ class BrokerControllerApi:
         return dict(env.data)
 
     def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
-                             sync_state_set_epoch: int) -> dict[str, Any]:
+                             sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]:
+        """``signature``: this master's, over the change (the controller refuses an unsigned alter for a
+        master that registered a key)."""
         env = self.client.call("POST", "/v1/controller/alterSyncStateSet", json={
             "brokerName": broker_name, "masterBrokerId": master_id, "masterEpoch": master_epoch,
-            "newSyncStateSet": members, "syncStateSetEpoch": sync_state_set_epoch})
+            "newSyncStateSet": members, "syncStateSetEpoch": sync_state_set_epoch, "signature": signature})
         return dict(env.data)
 
     def heartbeat_all(self, body: dict[str, Any]) -> int:

@@ -81,6 +81,8 @@ class AlterSyncStateSetRequest(_Model):
     masterEpoch: Epoch
     newSyncStateSet: list[BrokerId] = Field(min_length=1, max_length=MAX_LIST)
     syncStateSetEpoch: Epoch
+    #: The master's signature over the change (hex), required when the master registered a key.
+    signature: Annotated[str, Field(pattern=r"^([0-9a-f]{128})?$")] = ""
     requestId: RequestId | None = None
 
 
@@ -169,7 +171,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
     async def alter_sync_state_set(req: AlterSyncStateSetRequest) -> JSONResponse:
         return _answer(await m.write(req.brokerName, lambda s: s.alter_sync_state_set(
             req.brokerName, req.masterBrokerId, req.masterEpoch, req.newSyncStateSet,
-            req.syncStateSetEpoch, m.alive), req.requestId))
+            req.syncStateSetEpoch, m.alive, req.signature), req.requestId))
 
     @app.post(f"{P}/electMaster")
     async def elect_master(req: ElectMasterBody) -> JSONResponse:

@@ -31,6 +31,7 @@ from typing import Any, overload
 
 from services.common.codes import ResponseCode
 from services.common.fields import REQUEST_ID_MAX_LENGTH
+from services.common.signing import alter_signature_ok
 from services.controller.elect_policy import DefaultElectPolicy
 from services.controller.events import (
     AlterSyncStateSetEvent,
@@ -427,7 +428,10 @@ class ReplicasInfoManager:
 
     def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int,
                              new_set: Iterable[int], sync_state_set_epoch: int,
-                             alive: AlivePredicate) -> ControllerResult:
+                             alive: AlivePredicate, signature: str = "") -> ControllerResult:
+        """``signature``: the master's (hex), required when the master has a key: only the master decides
+        who is in sync with it, and an alter from anyone else could put a lagging replica in the set (a
+        master without a key, e.g. a RocketMQ broker, cannot sign: its alters are taken as they come)."""
         proposed = set(new_set)
         bs = self.broker_sets.get(broker_name)
         if bs is None:
@@ -447,6 +451,11 @@ class ReplicasInfoManager:
             return _fail(ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
                          f"Rejecting alter syncStateSet request because the current syncStateSet epoch is:"
                          f"{bs.syncStateSetEpoch}, not {sync_state_set_epoch}")
+        key = bs.brokers[master_id].publicKey if master_id in bs.brokers else ""
+        if key and not alter_signature_ok(
+                key, signature, broker_name, master_id, master_epoch, proposed, sync_state_set_epoch):
+            return _fail(ResponseCode.NO_PERMISSION,
+                         f"Rejecting alter syncStateSet request because it is not signed by master {master_id}")
         for broker_id in sorted(proposed):
             if broker_id not in bs.brokers:
                 return _fail(ResponseCode.CONTROLLER_INVALID_REPLICAS,

@@ -94,3 +94,33 @@ def test_forged_notifications_move_no_broker(controller: ControllerCluster, brok
     master.start()
     poll(lambda: runtime(master)["role"] in ("MASTER", "SLAVE"), 30, "the restarted broker to take a role")
     assert max(epochs_of(master)) < 2**31 - 2
+
+
+def test_a_forged_alter_cannot_put_a_lagging_replica_in_sync(controller: ControllerCluster,
+                                                             brokers: list[BrokerNode], tmp_path: Path) -> None:
+    """With no token, anyone may call alterSyncStateSet, and the epochs it must name are public. Had it
+    worked, a replica that lacks acknowledged messages could be elected after the master's death. The
+    controller takes an alter only when the master signed it; the master's own alters still commit."""
+    from services.common.codes import ResponseCode
+    from services.common.controller_client import ControllerClient
+
+    master = make_broker(tmp_path, "broker-a", 1, controller.addresses, **SETTINGS)
+    slave = make_broker(tmp_path, "broker-a", 2, controller.addresses, **SETTINGS)
+    brokers += [master, slave]
+    master.start()
+    wait_role(master, "MASTER")
+    slave.start()
+    wait_role(slave, "SLAVE")
+    master_id, slave_id = runtime(master)["brokerId"], runtime(slave)["brokerId"]
+    poll(lambda: sorted(runtime(master)["syncStateSet"]) == sorted([master_id, slave_id]), 30,
+         "the master's own (signed) expansion to commit")
+    with ControllerClient(controller.addresses.split(";"), timeout=5.0) as client:
+        info = client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": "broker-a"}).data
+        forged = client.call("POST", "/v1/controller/alterSyncStateSet", json={
+            "brokerName": "broker-a", "masterBrokerId": master_id, "masterEpoch": info["masterEpoch"],
+            "newSyncStateSet": [master_id], "syncStateSetEpoch": info["syncStateSetEpoch"]},
+            accept=(ResponseCode.NO_PERMISSION,))
+        assert forged.code == ResponseCode.NO_PERMISSION, forged
+        after = client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": "broker-a"}).data
+    assert after["syncStateSetEpoch"] == info["syncStateSetEpoch"]
+    assert sorted(after["syncStateSet"]) == sorted([master_id, slave_id])

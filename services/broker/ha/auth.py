@@ -29,20 +29,20 @@ established TCP connection (encrypting the link is the job of TLS; see docs/secu
 from __future__ import annotations
 
 import os
-import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.common.durable import atomic_write
 from services.common.errors import ConfigError
+from services.common.signing import SIGNATURE_SIZE, alter_message, valid_public_key, verify
+
+__all__ = ["NONCE_SIZE", "SIGNATURE_SIZE", "Binding", "BrokerKey", "master_proof_ok", "new_nonce",
+           "slave_proof_ok", "valid_public_key", "verify"]
 
 NONCE_SIZE = 32
-SIGNATURE_SIZE = 64
-PUBLIC_KEY_HEX = re.compile(r"[0-9a-f]{64}")
 
 MASTER_LABEL = b"mqctl-ha-master-v1"
 SLAVE_LABEL = b"mqctl-ha-slave-v1"
@@ -50,11 +50,6 @@ SLAVE_LABEL = b"mqctl-ha-slave-v1"
 
 def new_nonce() -> bytes:
     return os.urandom(NONCE_SIZE)
-
-
-def valid_public_key(text: str) -> bool:
-    """64 lower-case hex characters: the raw 32-byte Ed25519 public key."""
-    return bool(PUBLIC_KEY_HEX.fullmatch(text))
 
 
 @dataclass(frozen=True)
@@ -72,16 +67,6 @@ class Binding:
         name = self.broker_name.encode("utf-8")
         return (label + struct.pack(">qqiH", self.master_id, self.slave_id, self.master_epoch, len(name)) + name
                 + self.master_nonce + self.slave_nonce)
-
-
-def verify(public_key_hex: str, signature: bytes, message: bytes) -> bool:
-    if not valid_public_key(public_key_hex) or len(signature) != SIGNATURE_SIZE:
-        return False
-    try:
-        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key_hex)).verify(signature, message)
-    except (InvalidSignature, ValueError):
-        return False
-    return True
 
 
 class BrokerKey:
@@ -124,6 +109,11 @@ class BrokerKey:
 
     def sign_as_slave(self, binding: Binding) -> bytes:
         return self.sign(binding.message(SLAVE_LABEL))
+
+    def sign_alter(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
+                   sync_state_set_epoch: int) -> str:
+        """This master's signature (hex) over a SyncStateSet change it asks the controller for."""
+        return self.sign(alter_message(broker_name, master_id, master_epoch, members, sync_state_set_epoch)).hex()
 
 
 def master_proof_ok(public_key_hex: str, binding: Binding, signature: bytes) -> bool:

@@ -237,9 +237,11 @@ class HAService:
             self._remote_since_ms = self.clock.monotonic_ms()
             log.info("proposing syncStateSet %s (was %s): %s", sorted(members), sorted(self.tracker.local), why)
             try:
+                signature = self.key.sign_alter(self.config.brokerName, self.self_id, self.master_epoch,
+                                                sorted(members), self.tracker.local_epoch)
                 answer = await asyncio.to_thread(
                     self.api.alter_sync_state_set, self.config.brokerName, self.self_id, self.master_epoch,
-                    sorted(members), self.tracker.local_epoch)
+                    sorted(members), self.tracker.local_epoch, signature)
             except RemoteError as exc:
                 if exc.code in DEFINITE_ALTER_REFUSALS:
                     log.warning("controller refused syncStateSet %s: %s", sorted(members), exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 
+from services.broker.ha.auth import BrokerKey
 from services.common.codes import ResponseCode as RC
 from services.controller.events import ApplyBrokerIdEvent, UpdateBrokerAddressEvent, event_from_dict
 from services.controller.state_machine import ReplicasInfoManager
@@ -82,3 +83,48 @@ def test_events_round_trip_with_and_without_keys() -> None:
 
 def test_keys_of_an_unknown_group() -> None:
     assert ReplicasInfoManager().broker_keys("nope").code == RC.CONTROLLER_BROKER_METADATA_NOT_EXIST
+
+
+# ------------------------------------------------------------------ only the master alters its SyncStateSet
+
+
+def keyed_group(master_key: BrokerKey) -> ReplicasInfoManager:
+    """broker 1 (master, with ``master_key``) and broker 2, both alive; masterEpoch 1, set {1}, set epoch 1."""
+    from services.controller.elect_policy import DefaultElectPolicy
+    from services.controller.state_machine import ElectMasterRequest
+
+    m = ReplicasInfoManager()
+    applied(m, 1, master_key.public_hex)
+    applied(m, 2, KEY_B, IPS[1])
+    run(m, lambda mm: mm.elect_master(ElectMasterRequest(CLUSTER, BROKER, 1), DefaultElectPolicy(all_alive, None),
+                                      False, all_alive))
+    return m
+
+
+def alter(m: ReplicasInfoManager, signature: str, members: tuple[int, ...] = (1, 2), epoch: int = 1) -> int:
+    return run(m, lambda mm: mm.alter_sync_state_set(BROKER, 1, 1, members, epoch, all_alive, signature)).code
+
+
+def test_an_alter_for_a_master_with_a_key_must_be_signed_by_it() -> None:
+    key = BrokerKey.generate()
+    m = keyed_group(key)
+    assert alter(m, "") == RC.NO_PERMISSION                        # anyone who can reach the controller
+    assert alter(m, BrokerKey.generate().sign_alter(BROKER, 1, 1, [1, 2], 1)) == RC.NO_PERMISSION
+    assert alter(m, key.sign_alter(BROKER, 1, 1, [1], 1), (1, 2)) == RC.NO_PERMISSION  # signed another set
+    good = key.sign_alter(BROKER, 1, 1, [1, 2], 1)
+    assert alter(m, good) == RC.SUCCESS
+    # Replayed after it committed: the set epoch it names is gone.
+    assert alter(m, good, (1,), epoch=1) != RC.SUCCESS
+    assert m.broker_sets[BROKER].syncStateSet == {1, 2}
+
+
+def test_a_master_without_a_key_alters_unsigned_as_in_rocketmq() -> None:
+    from services.controller.elect_policy import DefaultElectPolicy
+    from services.controller.state_machine import ElectMasterRequest
+
+    m = ReplicasInfoManager()
+    applied(m, 1, "")
+    applied(m, 2, "", IPS[1])
+    run(m, lambda mm: mm.elect_master(ElectMasterRequest(CLUSTER, BROKER, 1), DefaultElectPolicy(all_alive, None),
+                                      False, all_alive))
+    assert alter(m, "") == RC.SUCCESS
