@@ -270,11 +270,23 @@ def _json_ext_fields(value: object) -> dict[str, str]:
     for key, item in value.items():
         if not isinstance(key, str):
             raise RemotingProtocolError(f"JSON header extFields key {key!r} is not a string")
-        if not isinstance(item, str):
-            raise RemotingProtocolError(
-                f"JSON header extFields['{key}'] is {fastjson.describe(item)}, not a string")
-        fields[key] = item
+        text = _ext_text(key, item)
+        if text is not None:
+            fields[key] = text
     return fields
+
+
+def _ext_text(key: str, item: object) -> str | None:
+    """An extFields value as fastjson reads it into RocketMQ's ``HashMap<String, String>``: a JSON integer
+    or boolean becomes its text (the C++ client writes its int header fields as numbers), and null an
+    absent field (RocketMQ reads a null custom field as absent). Nothing else becomes a string."""
+    if item is None or isinstance(item, str):
+        return item
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    if isinstance(item, int):
+        return str(item)
+    raise RemotingProtocolError(f"JSON header extFields['{key}'] is {fastjson.describe(item)}, not a string")
 
 
 # ---------------------------------------------------------------------------- the ROCKETMQ header
