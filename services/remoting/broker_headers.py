@@ -1,0 +1,287 @@
+"""The custom headers of the message path a client uses with a broker: send, pull, offsets, consumers.
+
+Same rules as headers.py (whose base class and field helpers these use): wire names are RocketMQ's Java
+field names, ``@CFNotNull`` fields are required, numbers are checked decimal int32/int64. The request
+headers inherit ``RpcRequestHeader``'s optional fields in RocketMQ (``ns``, ``nsd``, ``bname``, ``oway``,
+``lo``); we read none of them, so they are ignored like any unknown field.
+
+Two booleans are read more widely than headers.py reads booleans: ``unitMode`` and ``batch`` of a send.
+The C++ client writes them as ``0``/``1`` (``UtilAll::to_string(bool)``); Java reads anything but
+``true`` as false, so a C++ batch would be stored as one message holding the encoded batch. Here
+``1`` means true, which is what the C++ client means, and anything other than true/false/1/0 is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, replace
+
+from services.remoting.command import RequestCode
+from services.remoting.errors import HeaderFieldError
+from services.remoting.headers import CustomHeader, _bool, _int, _long, _string
+
+__all__ = [
+    "BROKER_REQUEST_HEADERS",
+    "BROKER_RESPONSE_HEADERS",
+    "GET_ALL_CONSUMER_OFFSET",
+    "NOTIFY_CONSUMER_IDS_CHANGED",
+    "UNREGISTER_CLIENT",
+    "GetConsumerListByGroupRequestHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
+    "SendMessageRequestHeader",
+    "SendMessageRequestHeaderV2",
+    "SendMessageResponseHeader",
+    "UnregisterClientRequestHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "parse_send_header",
+]
+
+#: RocketMQ's request codes for the client calls served here that command.RequestCode does not name.
+UNREGISTER_CLIENT = 35
+NOTIFY_CONSUMER_IDS_CHANGED = 40
+GET_ALL_CONSUMER_OFFSET = 43
+
+
+def _flag_text(header: str, wire: str, value: str | None) -> bool:
+    if value is None:
+        return False
+    lowered = value.lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise HeaderFieldError(header, wire, f"must be true, false, 1 or 0, got {value[:40]!r}")
+
+
+# ------------------------------------------------------------------------------------------- send
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendMessageRequestHeader(CustomHeader):
+    """10 SEND_MESSAGE (header/SendMessageRequestHeader). ``queue_id`` below 0 lets the broker choose."""
+
+    producer_group: str = _string("producerGroup", required=True, default=MISSING)
+    topic: str = _string("topic", required=True, default=MISSING)
+    default_topic: str = _string("defaultTopic", required=True, default=MISSING)
+    default_topic_queue_nums: int = _int("defaultTopicQueueNums", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+    sys_flag: int = _int("sysFlag", required=True, default=MISSING)
+    born_timestamp: int = _long("bornTimestamp", required=True, default=MISSING)
+    flag: int = _int("flag", required=True, default=MISSING)
+    properties: str | None = _string("properties")
+    reconsume_times: int | None = _int("reconsumeTimes")
+    unit_mode: str | None = _string("unitMode")
+    batch: str | None = _string("batch")
+    max_reconsume_times: int | None = _int("maxReconsumeTimes")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _flag_text(type(self).__name__, "unitMode", self.unit_mode)
+        _flag_text(type(self).__name__, "batch", self.batch)
+
+    @property
+    def is_batch(self) -> bool:
+        return _flag_text(type(self).__name__, "batch", self.batch)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendMessageRequestHeaderV2(CustomHeader):
+    """310 SEND_MESSAGE_V2 and 320 SEND_BATCH_MESSAGE: SendMessageRequestHeader's fields under one-letter
+    wire names, a to n (header/SendMessageRequestHeaderV2); ``to_v1`` gives the long form."""
+
+    producer_group: str = _string("a", required=True, default=MISSING)
+    topic: str = _string("b", required=True, default=MISSING)
+    default_topic: str = _string("c", required=True, default=MISSING)
+    default_topic_queue_nums: int = _int("d", required=True, default=MISSING)
+    queue_id: int = _int("e", required=True, default=MISSING)
+    sys_flag: int = _int("f", required=True, default=MISSING)
+    born_timestamp: int = _long("g", required=True, default=MISSING)
+    flag: int = _int("h", required=True, default=MISSING)
+    properties: str | None = _string("i")
+    reconsume_times: int | None = _int("j")
+    unit_mode: str | None = _string("k")
+    max_reconsume_times: int | None = _int("l")
+    batch: str | None = _string("m")
+    broker_name: str | None = _string("n")
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            producer_group=self.producer_group, topic=self.topic, default_topic=self.default_topic,
+            default_topic_queue_nums=self.default_topic_queue_nums, queue_id=self.queue_id, sys_flag=self.sys_flag,
+            born_timestamp=self.born_timestamp, flag=self.flag, properties=self.properties,
+            reconsume_times=self.reconsume_times, unit_mode=self.unit_mode,
+            max_reconsume_times=self.max_reconsume_times, batch=self.batch)
+
+
+def parse_send_header(code: int, ext: dict[str, str]) -> SendMessageRequestHeader:
+    """The send header of a 10, 310 or 320 request, as ``SendMessageRequestHeader.parseRequestHeader``
+    reads it; a 320 is a batch whatever its ``batch`` field says."""
+    if code == RequestCode.SEND_MESSAGE:
+        return SendMessageRequestHeader.from_ext_fields(ext)
+    header = SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+    if code == RequestCode.SEND_BATCH_MESSAGE and not header.is_batch:
+        return replace(header, batch="true")
+    return header
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendMessageResponseHeader(CustomHeader):
+    """The answer to a send (header/SendMessageResponseHeader); a batch's ``msgId`` lists every
+    message's id, comma-separated, as RocketMQ's batch answer does."""
+
+    msg_id: str = _string("msgId", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+    queue_offset: int = _long("queueOffset", required=True, default=MISSING)
+    transaction_id: str | None = _string("transactionId")
+    batch_uniq_id: str | None = _string("batchUniqId")
+
+
+# ------------------------------------------------------------------------------------------- pull
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullMessageRequestHeader(CustomHeader):
+    """11 PULL_MESSAGE (header/PullMessageRequestHeader). ``sys_flag`` holds PullSysFlag's bits: 1 commit
+    the ``commit_offset`` given, 2 the broker may hold the request (long polling), 4 ``subscription`` is
+    given, 8 class filter."""
+
+    consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
+    topic: str = _string("topic", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+    queue_offset: int = _long("queueOffset", required=True, default=MISSING)
+    max_msg_nums: int = _int("maxMsgNums", required=True, default=MISSING)
+    sys_flag: int = _int("sysFlag", required=True, default=MISSING)
+    commit_offset: int = _long("commitOffset", required=True, default=MISSING)
+    suspend_timeout_millis: int = _long("suspendTimeoutMillis", required=True, default=MISSING)
+    subscription: str | None = _string("subscription")
+    sub_version: int = _long("subVersion", required=True, default=MISSING)
+    expression_type: str | None = _string("expressionType")
+    max_msg_bytes: int | None = _int("maxMsgBytes")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullMessageResponseHeader(CustomHeader):
+    """The answer to 11 (header/PullMessageResponseHeader); the body holds the messages found."""
+
+    suggest_which_broker_id: int = _long("suggestWhichBrokerId", required=True, default=MISSING)
+    next_begin_offset: int = _long("nextBeginOffset", required=True, default=MISSING)
+    min_offset: int = _long("minOffset", required=True, default=MISSING)
+    max_offset: int = _long("maxOffset", required=True, default=MISSING)
+    offset_delta: int | None = _long("offsetDelta")
+    topic_sys_flag: int | None = _int("topicSysFlag")
+    group_sys_flag: int | None = _int("groupSysFlag")
+
+
+# ---------------------------------------------------------------------------------------- offsets
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryConsumerOffsetRequestHeader(CustomHeader):
+    """14 QUERY_CONSUMER_OFFSET."""
+
+    consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
+    topic: str = _string("topic", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+    set_zero_if_not_found: bool | None = _bool("setZeroIfNotFound")
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryConsumerOffsetResponseHeader(CustomHeader):
+    offset: int = _long("offset", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateConsumerOffsetRequestHeader(CustomHeader):
+    """15 UPDATE_CONSUMER_OFFSET (often oneway)."""
+
+    consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
+    topic: str = _string("topic", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+    commit_offset: int = _long("commitOffset", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetMaxOffsetRequestHeader(CustomHeader):
+    """30 GET_MAX_OFFSET: the offset the queue's next message will get."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+    committed: bool = _bool("committed", default=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetMaxOffsetResponseHeader(CustomHeader):
+    offset: int = _long("offset", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetMinOffsetRequestHeader(CustomHeader):
+    """31 GET_MIN_OFFSET: the queue's oldest offset still stored."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetMinOffsetResponseHeader(CustomHeader):
+    offset: int = _long("offset", required=True, default=MISSING)
+
+
+# -------------------------------------------------------------------------------------- consumers
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetConsumerListByGroupRequestHeader(CustomHeader):
+    """38 GET_CONSUMER_LIST_BY_GROUP; the answer's body is broker_bodies.GetConsumerListByGroupResponseBody."""
+
+    consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnregisterClientRequestHeader(CustomHeader):
+    """35 UNREGISTER_CLIENT: a client shutting down leaves its groups."""
+
+    client_id: str = _string("clientID", required=True, default=MISSING)
+    producer_group: str | None = _string("producerGroup")
+    consumer_group: str | None = _string("consumerGroup")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotifyConsumerIdsChangedRequestHeader(CustomHeader):
+    """40 NOTIFY_CONSUMER_IDS_CHANGED (oneway, broker -> client): rebalance this group now."""
+
+    consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
+
+
+#: The request header class of each broker request code that has one.
+BROKER_REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
+    RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
+    RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeaderV2,
+    RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeaderV2,
+    RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
+    RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
+    RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+    RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
+    RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
+    UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+    NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
+}
+
+#: The response header class of each broker request code whose answer has one.
+BROKER_RESPONSE_HEADERS: dict[int, type[CustomHeader]] = {
+    RequestCode.SEND_MESSAGE: SendMessageResponseHeader,
+    RequestCode.SEND_MESSAGE_V2: SendMessageResponseHeader,
+    RequestCode.SEND_BATCH_MESSAGE: SendMessageResponseHeader,
+    RequestCode.PULL_MESSAGE: PullMessageResponseHeader,
+    RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetResponseHeader,
+    RequestCode.GET_MAX_OFFSET: GetMaxOffsetResponseHeader,
+    RequestCode.GET_MIN_OFFSET: GetMinOffsetResponseHeader,
+}
