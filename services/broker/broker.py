@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.broker.config import BrokerConfig
+from services.broker.consumer_offsets import ConsumerOffsets
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.flush import FlushService
 from services.broker.ha.auth import BrokerKey
 from services.broker.metrics import BrokerMetrics
 from services.broker.namesrv_registration import BrokerIdentity, NamesrvRegistration
+from services.broker.remoting import BrokerRemoting
 from services.broker.replicas_manager import ReplicasManager, Role, RoleState
 from services.broker.replication import AutoSwitchReplication, Replication
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
@@ -54,11 +56,15 @@ class Broker:
         self.put_counts: dict[str, int] = {}
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
+        self.consumer_offsets = ConsumerOffsets(config.store_dir)
+        self.remoting = BrokerRemoting(self)
+        self.put_listeners: list[Callable[[list[Message]], None]] = [self.remoting.on_put]
 
     # ------------------------------------------------------------------ lifecycle
     def open_store(self) -> None:
         with self.io_lock:
             self.store.open()
+        self.consumer_offsets.load()
         log.info("store %s opened: commitlog [%d, %d), confirmOffset %d, epochs %s", self.config.store_dir,
                  self.store.min_offset, self.store.max_offset, self.store.confirm_offset,
                  [str(e) for e in self.store.epochs.entries()])
@@ -69,10 +75,14 @@ class Broker:
         self.flush.start()
         await self.replication.start()
         await self.replicas.start()
+        self.consumer_offsets.start(self._offsets_master)
+        await self.remoting.start()
         self.namesrv.start()
 
     async def stop(self) -> None:
         await self.namesrv.stop()
+        await self.remoting.stop()
+        await self.consumer_offsets.stop()
         await self.replicas.stop()
         await self.replication.stop()
         if self.flush is not None:
@@ -100,6 +110,10 @@ class Broker:
     def role(self) -> Role:
         return self.replicas.state.role
 
+    def _offsets_master(self) -> str | None:
+        """The master whose consumer offsets this broker copies: its own while it is a slave."""
+        return self.replicas.state.master_address if self.role is Role.SLAVE else None
+
     def _identity(self) -> BrokerIdentity:
         state = self.replicas.state
         return BrokerIdentity(self.replicas.broker_id, state.role is Role.MASTER, state.master_epoch)
@@ -108,6 +122,9 @@ class Broker:
     async def put(self, messages: list[Message]) -> PutOutcome:
         started = time.perf_counter()
         outcome = await self._put(messages)
+        if outcome.results:
+            for listener in self.put_listeners:
+                listener(messages)
         self.put_counts[outcome.status] = self.put_counts.get(outcome.status, 0) + 1
         self.metrics.put_latency.observe(time.perf_counter() - started)
         self.metrics.put_status.labels(outcome.status).inc()

@@ -60,7 +60,7 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
         log.info("broker %s serving HTTP on %s:%d", config.brokerName, host, config.listenPort)
 
     server = make_server(create_app(broker), host, config.listenPort, started, broker.stop,
-                         limits=config.http_limits())
+                         binary=broker.remoting.connection, limits=config.http_limits())
     server.run()
     log.info("broker %s stopped", config.brokerName)
     if fatal:

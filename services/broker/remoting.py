@@ -1,0 +1,385 @@
+"""The broker's RocketMQ remoting API, on its listenPort beside HTTP: what a RocketMQ producer, consumer or
+mqadmin asks a broker.
+
+=====================  ======================================================================================
+codes                  served as
+=====================  ======================================================================================
+10, 310, 320           a send: ``Broker.put`` (every quorum and durability rule), the put status as
+                       RocketMQ's response code; a slave answers SERVICE_NOT_AVAILABLE, so clients re-route
+11                     a pull: remoting_pull.py (RocketMQ's message encoding in the body; long polling)
+14, 15, 43             consumer offsets: consumer_offsets.py (43 is how a slave copies its master's table)
+30, 31                 a queue's max and min offset
+34, 35, 38             consumer groups from client heartbeats: consumers.py; 40 goes to a group's clients
+                       when it changes
+1007, 907              the epoch entries (EpochEntryCache) and replication status (HARuntimeInfo)
+1008                   a hint only: the broker re-reads its role from the controller, never from the body
+other                  REQUEST_CODE_NOT_SUPPORTED
+=====================  ======================================================================================
+
+A malformed custom header or body is answered ``INVALID_PARAMETER`` naming the field, and a oneway
+request that cannot be served is dropped. Produce and consume calls are open, as HTTP's are (and
+RocketMQ's without ACL); with ``authToken`` set, a 1008 is ignored, since the protocol cannot carry the
+token that the HTTP notification needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import itertools
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from services.broker.consumer_offsets import GROUP_PATTERN, TableFull
+from services.broker.consumers import ConsumerGroups, RegistryFull
+from services.broker.record import valid_topic
+from services.broker.remoting_messages import Refusal, to_store_messages
+from services.broker.remoting_pull import Arrivals, PullRead, hold, read_queue, slave_answer
+from services.broker.replicas_manager import Role
+from services.broker.store import Message
+from services.common.codes import ResponseCode
+from services.common.remoting_conn import RemotingConnection
+from services.remoting import bodies
+from services.remoting import broker_bodies as bb
+from services.remoting import broker_headers as bh
+from services.remoting.command import RemotingCommand, RequestCode, make_request, make_response
+from services.remoting.errors import BodyError, HeaderFieldError
+from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
+from services.remoting.message import SocketAddress, TagFilter
+
+if TYPE_CHECKING:
+    from services.broker.broker import Broker, PutOutcome
+
+log = logging.getLogger(__name__)
+
+RC = RequestCode
+Route = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
+
+#: PullSysFlag bits.
+PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
+#: RocketMQ's MixAll.MASTER_ID: a pull answer always sends the consumer to the master.
+MASTER_ID = 0
+EXPIRY_SCAN_S = 10.0
+
+_SEND_CODES = {
+    "PUT_OK": ResponseCode.SUCCESS, "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
+    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT, "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE,
+    "SERVICE_NOT_AVAILABLE": ResponseCode.SERVICE_NOT_AVAILABLE, "MESSAGE_ILLEGAL": ResponseCode.MESSAGE_ILLEGAL,
+    "IN_SYNC_REPLICAS_NOT_ENOUGH": ResponseCode.SYSTEM_ERROR,
+}
+#: Statuses whose message is stored: the answer carries its id and offsets (RocketMQ's sendOK).
+_STORED = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
+_NOT_MASTER = ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
+               "full, messages are put to the slave, message store has been shut down, etc.")
+
+
+class BrokerRemoting:
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+        self.consumers = ConsumerGroups()
+        self.arrivals = Arrivals()
+        self.store_host = _store_host(broker.config.brokerIP1, broker.config.listenPort)
+        self._opaque = itertools.count(1)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._routes: dict[int, Route] = {
+            RC.SEND_MESSAGE: self._send, RC.SEND_MESSAGE_V2: self._send, RC.SEND_BATCH_MESSAGE: self._send,
+            RC.PULL_MESSAGE: self._pull, RC.QUERY_CONSUMER_OFFSET: self._query_offset,
+            RC.UPDATE_CONSUMER_OFFSET: self._update_offset, bh.GET_ALL_CONSUMER_OFFSET: self._all_offsets,
+            RC.GET_MAX_OFFSET: self._max_offset, RC.GET_MIN_OFFSET: self._min_offset,
+            RC.HEART_BEAT: self._heartbeat, bh.UNREGISTER_CLIENT: self._unregister,
+            RC.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, RC.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
+            RC.GET_BROKER_HA_STATUS: self._ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: self._role_changed,
+        }
+
+    # ------------------------------------------------------------------ wiring
+    def connection(self, server_state: Any) -> RemotingConnection:
+        """A protocol for one remoting connection on the listen port (make_server's ``binary``)."""
+        return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state)
+
+    def on_put(self, messages: list[Message]) -> None:
+        self.arrivals.notify()
+
+    async def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._expire_loop(), name="consumer-expiry"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def handle(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        route = self._routes.get(request.code)
+        if route is None:
+            return _answer(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
+        try:
+            answer = await route(request, conn)
+        except (HeaderFieldError, BodyError) as exc:
+            answer = _answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        return None if request.is_oneway else answer
+
+    def on_closed(self, conn: RemotingConnection) -> None:
+        """A client's connection closed: its consumers leave their groups (RocketMQ's channel close)."""
+        self._notify_groups(self.consumers.channel_closed(conn))
+
+    # ------------------------------------------------------------------ send
+    async def _send(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        header = bh.parse_send_header(request.code, dict(request.ext_fields))
+        refusal = self._send_check(header, request.body)
+        if refusal is not None:
+            return _answer(request, refusal.code, refusal.remark)
+        host, _, port = conn.peer.rpartition(":")
+        messages = to_store_messages(header, request.body, SocketAddress.parse(host, _port(port)),
+                                     self.b.config.brokerClusterName)
+        if isinstance(messages, Refusal):
+            return _answer(request, messages.code, messages.remark)
+        outcome = await self.b.put(messages)
+        return self._send_answer(request, outcome, [m.properties.get("UNIQ_KEY", "") for m in messages])
+
+    def _send_check(self, header: bh.SendMessageRequestHeader, body: bytes) -> Refusal | None:
+        if not valid_topic(header.topic):
+            return Refusal(ResponseCode.INVALID_PARAMETER, f"The specified topic: {header.topic[:300]}, contains "
+                           "illegal characters or is too long, allowing only ^[%|a-zA-Z0-9_-]+$ up to 127 characters")
+        queues = self.b.config.defaultTopicQueueNums
+        if header.queue_id >= queues:
+            return Refusal(ResponseCode.INVALID_PARAMETER, f"request queueId[{header.queue_id}] is illegal, topic "
+                           f"{header.topic} has queues 0..{queues - 1}")
+        if header.is_batch and len(body) > self.b.config.maxMessageSize:
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, f"the batch of {len(body)} bytes exceeds maxMessageSize "
+                           f"{self.b.config.maxMessageSize}")
+        return None
+
+    def _send_answer(self, request: RemotingCommand, outcome: PutOutcome,
+                     uniq_keys: list[str]) -> RemotingCommand | None:
+        code = _SEND_CODES.get(outcome.status, ResponseCode.SYSTEM_ERROR)
+        if outcome.status not in _STORED or not outcome.results:
+            remark = outcome.remark
+            if outcome.status == "SERVICE_NOT_AVAILABLE":
+                remark = f"{_NOT_MASTER} ({outcome.remark})"
+            elif outcome.status == "IN_SYNC_REPLICAS_NOT_ENOUGH":
+                remark = f"in-sync replicas not enough: {outcome.remark}"
+            return _answer(request, code, remark or outcome.status)
+        first = outcome.results[0]
+        ids = ",".join(self._msg_id(r.commit_log_offset) for r in outcome.results)
+        header = bh.SendMessageResponseHeader(
+            msg_id=ids, queue_id=first.queue_id, queue_offset=first.queue_offset,
+            transaction_id=uniq_keys[0] if len(uniq_keys) == 1 else None)
+        return _answer(request, code, None, header.to_ext_fields())
+
+    def _msg_id(self, commit_log_offset: int) -> str:
+        return (self.store_host.encode() + commit_log_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+    # ------------------------------------------------------------------ pull
+    async def _pull(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        self._check_queue(h.topic, h.queue_id, "PullMessageRequestHeader", h.consumer_group)
+        if h.expression_type not in (None, "", "TAG"):
+            return _answer(request, ResponseCode.SYSTEM_ERROR,
+                          f"The broker does not support consumer to filter message by {h.expression_type[:40]}")
+        expression = h.subscription if h.sys_flag & PULL_SUBSCRIPTION else \
+            self.consumers.subscription(h.consumer_group, h.topic)
+        if expression is None:
+            return _answer(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                          f"the consumer's subscription not exist, group: {h.consumer_group}, topic: {h.topic}")
+        master = self.b.role is Role.MASTER
+        if master and h.sys_flag & PULL_COMMIT_OFFSET and h.commit_offset >= 0:
+            self._commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        tags = TagFilter.parse(expression)
+        max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else None
+
+        def read() -> PullRead:
+            args = (h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, tags)
+            found = read_queue(self.b.store, self.store_host, *args) if max_bytes is None else \
+                read_queue(self.b.store, self.store_host, *args, max_bytes=max_bytes)
+            return found if self.b.role is Role.MASTER else slave_answer(found)
+
+        event = self.arrivals.current()
+        result = read()
+        if result.code == ResponseCode.PULL_NOT_FOUND and master and h.sys_flag & PULL_SUSPEND \
+                and not request.is_oneway:
+            result = await hold(self.arrivals, event, h.suspend_timeout_millis, read) or result
+        header = bh.PullMessageResponseHeader(
+            suggest_which_broker_id=MASTER_ID, next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset, max_offset=result.max_offset)
+        return _answer(request, result.code, result.remark, header.to_ext_fields(), result.body)
+
+    # ------------------------------------------------------------------ consumer offsets
+    async def _query_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self._check_queue(h.topic, h.queue_id, "QueryConsumerOffsetRequestHeader", h.consumer_group)
+        offset = self.b.consumer_offsets.table.query(h.consumer_group, h.topic, h.queue_id)
+        if offset is None and h.set_zero_if_not_found is not False:
+            # RocketMQ answers 0 for a group with no offset when the queue still starts at 0 and its first
+            # message is in memory; every stored message counts as in memory here.
+            low, high = self._bounds(h.topic, h.queue_id)
+            offset = 0 if low <= 0 < high else None
+        if offset is None:
+            remark = "Not found, do not set to zero, maybe this group boot first" if h.set_zero_if_not_found \
+                is False else "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+            return _answer(request, ResponseCode.QUERY_NOT_FOUND, remark)
+        return _answer(request, ResponseCode.SUCCESS, None,
+                             bh.QueryConsumerOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def _update_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self._check_queue(h.topic, h.queue_id, "UpdateConsumerOffsetRequestHeader", h.consumer_group)
+        if h.commit_offset < 0:
+            raise HeaderFieldError("UpdateConsumerOffsetRequestHeader", "commitOffset", "must not be negative")
+        refused = self._commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return _answer(request, ResponseCode.SYSTEM_ERROR, refused) if refused else \
+            _answer(request, ResponseCode.SUCCESS)
+
+    def _commit(self, group: str, topic: str, queue_id: int, offset: int) -> str | None:
+        try:
+            self.b.consumer_offsets.table.commit(group, topic, queue_id, offset)
+        except TableFull as exc:
+            log.warning("consumer offset of %s@%s not kept: %s", topic, group, exc)
+            return str(exc)
+        return None
+
+    async def _all_offsets(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        return _answer(request, ResponseCode.SUCCESS, None, None,
+                             self.b.consumer_offsets.table.snapshot().encode())
+
+    async def _max_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self._check_queue(h.topic, h.queue_id, "GetMaxOffsetRequestHeader")
+        offset = self._bounds(h.topic, h.queue_id)[1]
+        return _answer(request, ResponseCode.SUCCESS, None,
+                             bh.GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def _min_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self._check_queue(h.topic, h.queue_id, "GetMinOffsetRequestHeader")
+        offset = self._bounds(h.topic, h.queue_id)[0]
+        return _answer(request, ResponseCode.SUCCESS, None,
+                             bh.GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    def _bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """The queue's (min offset, max offset); (0, 0) for a queue never written. A read of no message
+        at offset 0 gives both without reading a record."""
+        got = self.b.store.get_messages(topic, queue_id, 0, 0)
+        return got.min_offset, got.max_offset
+
+    def _check_queue(self, topic: str, queue_id: int, header: str, group: str | None = None) -> None:
+        if not valid_topic(topic):
+            raise HeaderFieldError(header, "topic", "must be 1-127 of letters, digits, '%', '|', '_' and '-'")
+        if not 0 <= queue_id < self.b.config.defaultTopicQueueNums:
+            raise HeaderFieldError(header, "queueId", f"must be 0..{self.b.config.defaultTopicQueueNums - 1}")
+        if group is not None and GROUP_PATTERN.fullmatch(group) is None:
+            raise HeaderFieldError(header, "consumerGroup", "must be 1-255 of letters, digits, '%', '|', '_' and '-'")
+
+    # ------------------------------------------------------------------ consumer groups
+    async def _heartbeat(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        data = bb.HeartbeatData.decode(request.body)
+        client = data.client_id or ""
+        if not 0 < len(client) <= 1024:
+            raise BodyError("clientID must be 1-1024 characters")
+        changed = []
+        for consumer in data.consumer_data_set:
+            group = consumer.group_name or ""
+            if GROUP_PATTERN.fullmatch(group) is None:
+                raise BodyError(f"consumerDataSet: groupName {group[:80]!r} is not a group name")
+            subs = {s.topic: s.sub_string or "*" for s in consumer.subscription_data_set if s.topic}
+            try:
+                if self.consumers.register(group, client, conn, subs, self.b.clock.now_ms()):
+                    changed.append(group)
+            except RegistryFull as exc:
+                return _answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        self._notify_groups(changed)
+        return _answer(request, ResponseCode.SUCCESS)
+
+    async def _unregister(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        if h.consumer_group and self.consumers.unregister(h.consumer_group, h.client_id):
+            self._notify_groups([h.consumer_group])
+        return _answer(request, ResponseCode.SUCCESS)
+
+    async def _consumer_list(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        group = bh.GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields).consumer_group
+        ids = self.consumers.client_ids(group)
+        if not ids:
+            return _answer(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group[:255]}")
+        return _answer(request, ResponseCode.SUCCESS, None, None,
+                             bb.GetConsumerListByGroupResponseBody(tuple(ids)).encode())
+
+    def _notify_groups(self, groups: list[str]) -> None:
+        """Tell every client of each group to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, oneway)."""
+        for group in groups:
+            for channel in self.consumers.channels(group):
+                if isinstance(channel, RemotingConnection):
+                    header = bh.NotifyConsumerIdsChangedRequestHeader(consumer_group=group)
+                    channel.send(make_request(bh.NOTIFY_CONSUMER_IDS_CHANGED, self._next_opaque(),
+                                              header.to_ext_fields(), oneway=True))
+
+    def _next_opaque(self) -> int:
+        value = next(self._opaque)
+        if value >= 2**31 - 1:
+            self._opaque = itertools.count(1)
+        return value
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRY_SCAN_S)
+            self._notify_groups(self.consumers.expire(self.b.clock.now_ms()))
+
+    # ------------------------------------------------------------------ controller mode
+    async def _epoch_cache(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        data = self.b.epoch_cache()
+        entries = tuple(bodies.EpochEntry(e["epoch"], e["startOffset"], e["endOffset"]) for e in data["epochEntries"])
+        # RocketMQ's broker reports id 0 while it is master (its brokerId then means its role)
+        broker_id = MASTER_ID if self.b.role is Role.MASTER else (data["brokerId"] or 0)
+        cache = bodies.EpochEntryCache(data["clusterName"], data["brokerName"], broker_id, entries, data["maxOffset"])
+        return _answer(request, ResponseCode.SUCCESS, None, None, cache.encode())
+
+    async def _ha_status(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        return _answer(request, ResponseCode.SUCCESS, None, None, ha_runtime_info(self.b.ha_status()).encode())
+
+    async def _role_changed(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        NotifyBrokerRoleChangedRequestHeader.from_ext_fields(request.ext_fields)  # well formed, never applied
+        if self.b.config.authToken:
+            log.info("ignored a role-change notification over remoting from %s: this broker requires its auth "
+                     "token, which the remoting protocol cannot carry", conn.peer)
+        else:
+            await self.b.replicas.on_role_change_notified()
+        return _answer(request, ResponseCode.SUCCESS)
+
+
+def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:
+    """Our haStatus view as RocketMQ's HARuntimeInfo."""
+    if status.get("role") == "MASTER":
+        slaves = tuple(bb.HAConnectionRuntimeInfo(
+            s.get("slaveAddress"), int(s.get("ackOffset") or 0), int(s.get("lag") or 0), bool(s.get("inSync")),
+            int(float(s.get("transferSpeedKBps") or 0) * 1024), int(s.get("transferOffset") or 0))
+            for s in status.get("slaves") or [])
+        return bb.HARuntimeInfo(True, int(status.get("maxOffset") or 0), int(status.get("inSyncSlaveNums") or 0),
+                                slaves)
+    client = bb.HAClientRuntimeInfo(status.get("masterHaAddress") or status.get("masterAddress"), 0,
+                                    int(status.get("maxOffset") or 0), int(status.get("lastReadTimestamp") or 0),
+                                    int(status.get("lastWriteTimestamp") or 0))
+    return bb.HARuntimeInfo(False, 0, 0, (), client)
+
+
+def _answer(request: RemotingCommand, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None,
+            body: bytes = b"") -> RemotingCommand | None:
+    """``make_response``, or None for a oneway request (served, never answered)."""
+    return None if request.is_oneway else make_response(request, code, remark, ext_fields, body)
+
+
+def _port(text: str) -> int:
+    return int(text) if text.isdecimal() and int(text) < 65536 else 0
+
+
+def _store_host(host: str, port: int) -> SocketAddress:
+    """The broker's address as messages carry it: brokerIP1 as given, or resolved once if it is a name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        try:
+            host = socket.gethostbyname(host)
+        except OSError:
+            log.warning("brokerIP1 %s does not resolve: messages carry 0.0.0.0 as their store host", host)
+    return SocketAddress.parse(host, port)

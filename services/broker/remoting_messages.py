@@ -1,0 +1,156 @@
+"""Between RocketMQ's messages and our store's records, pure: what a send becomes in the store, and what a
+stored record becomes in a pull answer.
+
+Our commitlog record keeps topic, queue, timestamps, properties and body (docs/storage.md), not the
+fields RocketMQ's own record adds: the producer's ``flag``, the ``sysFlag`` (a compressed body, its
+compression type), ``bornTimestamp``, ``bornHost`` and ``reconsumeTimes``. A send over the remoting
+protocol keeps them in one reserved property, ``__MQCTL.WIRE``, that a pull answer turns back into the
+message's fields and never shows as a property. A record written over HTTP has no such property and reads
+with flag 0, sysFlag 0, born when stored, from 0.0.0.0:0. A client may not set a property whose name
+starts with ``__MQCTL.``.
+
+What the store cannot honour is refused rather than stored as an ordinary message: a transactional half
+message (``TRAN_MSG``, or a prepared sysFlag), a delayed or timed message (``DELAY`` above 0, the
+``TIMER_*`` properties). Clients get ``NO_PERMISSION`` and ``MESSAGE_ILLEGAL`` with a remark naming it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from services.broker.record import MessageRecord
+from services.broker.store import Message
+from services.common.codes import ResponseCode
+from services.remoting.broker_headers import SendMessageRequestHeader
+from services.remoting.message import (
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_TYPE_MASK,
+    UNKNOWN_HOST,
+    PulledMessage,
+    SocketAddress,
+    decode_batch,
+    decode_properties,
+)
+
+__all__ = ["RESERVED_PREFIX", "WIRE", "Refusal", "WireFields", "new_uniq_id", "send_refusal", "to_pulled",
+           "to_store_messages"]
+
+RESERVED_PREFIX = "__MQCTL."
+WIRE = RESERVED_PREFIX + "WIRE"
+_WIRE_VALUE = re.compile(r"(-?\d{1,11}),(-?\d{1,11}),(-?\d{1,20}),((?:[0-9a-f]{8}){1,4}),(\d{1,5}),(-?\d{1,11})")
+_UNSUPPORTED_TIMERS = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+_COUNTER = itertools.count()
+_UNIQ_PREFIX = os.getpid().to_bytes(4, "big")[-2:] + secrets.token_bytes(4)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: int
+    remark: str
+
+
+@dataclass(frozen=True)
+class WireFields:
+    """The RocketMQ message fields our record has no place for (kept in the ``__MQCTL.WIRE`` property)."""
+
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: SocketAddress = UNKNOWN_HOST
+    reconsume_times: int = 0
+
+    def encode(self) -> str:
+        return (f"{self.flag},{self.sys_flag},{self.born_timestamp},{self.born_host.ip.hex()},"
+                f"{self.born_host.port},{self.reconsume_times}")
+
+    @classmethod
+    def decode(cls, value: str | None, default_born: int) -> WireFields:
+        """The fields of a ``__MQCTL.WIRE`` value; for none, or one not written by ``encode`` (a property
+        set over HTTP), the defaults."""
+        match = _WIRE_VALUE.fullmatch(value) if value else None
+        if match is None or len(match[4]) not in (8, 32) or int(match[5]) > 65535:
+            return cls(born_timestamp=default_born)
+        numbers = [int(match[i]) for i in (1, 2, 3, 6)]
+        if not all(-(2**31) <= n < 2**31 for n in (numbers[0], numbers[1], numbers[3])):
+            return cls(born_timestamp=default_born)
+        return cls(numbers[0], numbers[1], numbers[2], SocketAddress(bytes.fromhex(match[4]), int(match[5])),
+                   numbers[3])
+
+
+def new_uniq_id() -> str:
+    """A message id of the UNIQ_KEY kind for a message sent without one (RocketMQ's broker adds one too):
+    16 bytes in upper-case hex, unique in this process (pid, random, time, counter)."""
+    stamp = int(time.time() * 1000) & 0xFFFFFFFF
+    counter = next(_COUNTER) & 0xFFFF
+    return (bytes(4) + _UNIQ_PREFIX + stamp.to_bytes(4, "big") + counter.to_bytes(2, "big")).hex().upper()
+
+
+# ------------------------------------------------------------------------------------------------ send
+
+
+def send_refusal(properties: dict[str, str], sys_flag: int) -> Refusal | None:
+    """Why a message with these properties cannot be stored, or None."""
+    reserved = next((name for name in properties if name.startswith(RESERVED_PREFIX)), None)
+    if reserved is not None:
+        return Refusal(ResponseCode.MESSAGE_ILLEGAL, f"property {reserved[:64]!r} is reserved: names starting "
+                                                     f"with {RESERVED_PREFIX} are the broker's own")
+    if properties.get("TRAN_MSG", "").lower() == "true" or \
+            sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+        return Refusal(ResponseCode.NO_PERMISSION, "transactional (half) messages are not supported by this broker")
+    delay = properties.get("DELAY", "0").strip()
+    timers = [name for name in _UNSUPPORTED_TIMERS if name in properties]
+    if (delay not in ("", "0")) or timers:
+        what = f"DELAY={delay[:20]}" if delay not in ("", "0") else timers[0]
+        return Refusal(ResponseCode.MESSAGE_ILLEGAL,
+                       f"delayed and timed messages are not supported by this broker ({what}); it would deliver "
+                       "the message at once")
+    return None
+
+
+def to_store_messages(header: SendMessageRequestHeader, body: bytes, born_host: SocketAddress,
+                      cluster: str) -> list[Message] | Refusal:
+    """The store messages of a send (one, or each message of a batch), or why it is refused. A bad batch
+    body raises BodyError."""
+    queue_id = header.queue_id if header.queue_id >= 0 else None
+    wire = WireFields(header.flag, header.sys_flag, header.born_timestamp, born_host, header.reconsume_times or 0)
+    if header.is_batch:
+        entries = [(e.body, e.properties, e.flag) for e in decode_batch(body)]
+    else:
+        entries = [(body, decode_properties(header.properties or ""), header.flag)]
+    messages: list[Message] = []
+    for entry_body, properties, flag in entries:
+        refusal = send_refusal(properties, header.sys_flag)
+        if refusal is not None:
+            return refusal
+        messages.append(_store_message(header.topic, queue_id, entry_body, properties,
+                                       WireFields(flag, wire.sys_flag, wire.born_timestamp, born_host,
+                                                  wire.reconsume_times), cluster))
+    return messages
+
+
+def _store_message(topic: str, queue_id: int | None, body: bytes, properties: dict[str, str], wire: WireFields,
+                   cluster: str) -> Message:
+    props = dict(properties)
+    keys, tags = props.pop("KEYS", ""), props.pop("TAGS", "")
+    if not props.get("UNIQ_KEY"):
+        props["UNIQ_KEY"] = new_uniq_id()
+    props["CLUSTER"] = cluster
+    props[WIRE] = wire.encode()
+    return Message(topic, body, keys, tags, queue_id, props)
+
+
+# ------------------------------------------------------------------------------------------------ pull
+
+
+def to_pulled(record: MessageRecord, store_host: SocketAddress) -> PulledMessage:
+    """A stored record as a pull answer carries it: the ``__MQCTL.WIRE`` fields back in their places."""
+    props = dict(record.properties)
+    wire = WireFields.decode(props.pop(WIRE, None), record.store_timestamp)
+    return PulledMessage(record.topic, record.queue_id, record.queue_offset, record.physical_offset, record.body,
+                         props, record.store_timestamp, store_host, wire.born_timestamp, wire.born_host, wire.flag,
+                         wire.sys_flag, wire.reconsume_times)

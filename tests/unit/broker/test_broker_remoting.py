@@ -1,0 +1,428 @@
+"""The broker's remoting handler (services/broker/remoting.py) over a real message store, with the rest of the
+broker faked: the put statuses as RocketMQ's send codes, the pull statuses as its pull codes, long polling,
+offsets, consumer groups and their notifications, and the controller-mode codes. The real broker process is
+covered by tests/integration/test_broker_remoting.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.broker import remoting_pull
+from services.broker.broker import PutOutcome
+from services.broker.config import BrokerConfig
+from services.broker.consumer_offsets import ConsumerOffsets
+from services.broker.remoting import BrokerRemoting
+from services.broker.remoting_messages import WIRE
+from services.broker.replicas_manager import Role
+from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
+from services.common.clock import FakeClock
+from services.common.codes import ResponseCode as C
+from services.common.remoting_conn import RemotingConnection
+from services.remoting import broker_bodies as bb
+from services.remoting import broker_headers as bh
+from services.remoting.bodies import EpochEntryCache
+from services.remoting.command import RemotingCommand, RequestCode, make_request
+from services.remoting.message import BatchEntry, decode_pulled, encode_batch, encode_properties
+
+RC = RequestCode
+STORE_HOST = "0A000007" + "00002A9F"  # 10.0.0.7:10911
+
+
+class FakeReplicas:
+    def __init__(self) -> None:
+        self.hints = 0
+        self.broker_id = 2
+
+    async def on_role_change_notified(self) -> None:
+        self.hints += 1
+
+
+class FakeBroker:
+    """What BrokerRemoting uses of a Broker; puts go straight into a real store."""
+
+    def __init__(self, root: Path, **config: Any) -> None:
+        self.config = BrokerConfig(brokerIP1="10.0.0.7", listenPort=10911, storePathRootDir=str(root),
+                                   maxMessageSize=4096, **config)
+        self.store = MessageStore(root / "store", self.config.address, 1 << 20)
+        self.store.open()
+        self.clock = FakeClock()
+        self.role = Role.MASTER
+        self.replicas = FakeReplicas()
+        self.consumer_offsets = ConsumerOffsets(root)
+        self.forced: PutOutcome | None = None
+        self.put_listeners: list[Any] = []
+
+    async def put(self, messages: list[Message]) -> PutOutcome:
+        if self.forced is not None:
+            return self.forced
+        try:
+            for message in messages:
+                self.store.validate(message)
+        except MessageIllegal as exc:  # as Broker._put checks
+            return PutOutcome("MESSAGE_ILLEGAL", remark=str(exc))
+        results = self.store.append_batch(messages, self.clock.now_ms())
+        self.store.set_confirm_offset(self.store.max_offset)
+        for listener in self.put_listeners:
+            listener(messages)
+        return PutOutcome("PUT_OK", results)
+
+    def epoch_cache(self) -> dict[str, Any]:
+        return {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 2,
+                "epochEntries": [{"epoch": 1, "startOffset": 0, "endOffset": 10}, {"epoch": 3, "startOffset": 10,
+                                                                                    "endOffset": 30}],
+                "maxOffset": 30}
+
+    def ha_status(self) -> dict[str, Any]:
+        return {"role": "MASTER", "maxOffset": 30, "inSyncSlaveNums": 1, "slaves": [
+            {"slaveAddress": "127.0.0.1:5", "ackOffset": 30, "lag": 0, "inSync": True, "transferOffset": 30,
+             "transferSpeedKBps": 2.0}]}
+
+
+class FakeConn(RemotingConnection):
+    def __init__(self, peer: str = "192.168.1.20:53412") -> None:
+        super().__init__(lambda request, conn: asyncio.sleep(0))  # type: ignore[arg-type, return-value]
+        self.peer = peer
+        self.sent: list[RemotingCommand] = []
+
+    def send(self, command: RemotingCommand) -> None:
+        self.sent.append(command)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[FakeBroker]:
+    fake = FakeBroker(tmp_path)
+    yield fake
+    fake.store.close()
+
+
+def serve(broker: FakeBroker, request: RemotingCommand, conn: RemotingConnection | None = None) -> RemotingCommand:
+    remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
+    return asyncio.run(_call(remoting, request, conn or FakeConn()))
+
+
+async def _call(remoting: BrokerRemoting, request: RemotingCommand, conn: RemotingConnection) -> Any:
+    return await remoting.handle(request, conn)
+
+
+def send_request(topic: str = "TopicTest", body: bytes = b"hello", queue_id: int = 1, code: int = RC.SEND_MESSAGE,
+                 **props: str) -> RemotingCommand:
+    header = bh.SendMessageRequestHeader(
+        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
+        sys_flag=0, born_timestamp=123, flag=7, properties=encode_properties(props) if props else None)
+    ext = header.to_ext_fields()
+    if code != RC.SEND_MESSAGE:
+        ext = bh.SendMessageRequestHeaderV2(
+            producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
+            sys_flag=0, born_timestamp=123, flag=7, properties=header.properties).to_ext_fields()
+    return make_request(code, 1, ext, body)
+
+
+def pull_request(offset: int = 0, queue_id: int = 1, expression: str | None = "*", sys_flag: int = 4,
+                 suspend_ms: int = 0, commit: int = 0, group: str = "cg", **extra: str) -> RemotingCommand:
+    header = bh.PullMessageRequestHeader(
+        consumer_group=group, topic="TopicTest", queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
+        sys_flag=sys_flag, commit_offset=commit, suspend_timeout_millis=suspend_ms, subscription=expression,
+        sub_version=0)
+    return make_request(RC.PULL_MESSAGE, 2, {**header.to_ext_fields(), **extra})
+
+
+# ------------------------------------------------------------------------------------------- send
+
+
+def test_a_send_is_stored_with_rocketmqs_fields_and_answered_with_its_offset_msg_id(broker: FakeBroker) -> None:
+    answer = serve(broker, send_request(KEYS="k1", TAGS="tagA", UNIQ_KEY="U1", color="red"))
+    assert (answer.code, answer.remark) == (C.SUCCESS, None)
+    assert dict(answer.ext_fields) == {"msgId": STORE_HOST + "0000000000000000", "queueId": "1", "queueOffset": "0",
+                                       "transactionId": "U1"}
+    (record,) = broker.store.get_messages("TopicTest", 1, 0, 10).records
+    assert (record.keys, record.tags, record.body) == ("k1", "tagA", b"hello")
+    assert record.properties["CLUSTER"] == "DefaultCluster" and record.properties["color"] == "red"
+    assert record.properties[WIRE] == "7,0,123,c0a80114,53412,0"  # flag, sysFlag, born at, born host, reconsumes
+
+
+def test_a_send_without_uniq_key_gets_one_and_a_negative_queue_lets_the_broker_choose(broker: FakeBroker) -> None:
+    answers = [serve(broker, send_request(queue_id=-1)) for _ in range(2)]
+    assert [a.ext_fields["queueId"] for a in answers] == ["0", "1"]
+    assert len(broker.store.get_messages("TopicTest", 0, 0, 1).records[0].properties["UNIQ_KEY"]) == 32
+
+
+def test_a_batch_stores_each_message_and_lists_every_id(broker: FakeBroker) -> None:
+    body = encode_batch([BatchEntry(b"one", {"TAGS": "a", "UNIQ_KEY": "u1"}, 1), BatchEntry(b"two", {"KEYS": "k"}, 2)])
+    answer = serve(broker, make_request(RC.SEND_BATCH_MESSAGE, 1, send_request(code=RC.SEND_BATCH_MESSAGE).ext_fields,
+                                        body))
+    assert answer.code == C.SUCCESS
+    ids = answer.ext_fields["msgId"].split(",")
+    assert len(ids) == 2 and all(i.startswith(STORE_HOST) for i in ids) and "transactionId" not in answer.ext_fields
+    records = broker.store.get_messages("TopicTest", 1, 0, 10).records
+    assert [(r.body, r.tags, r.keys, r.properties[WIRE].split(",")[0]) for r in records] == [
+        (b"one", "a", "", "1"), (b"two", "", "k", "2")]
+
+
+@pytest.mark.parametrize(("status", "code", "remark"), [
+    ("FLUSH_SLAVE_TIMEOUT", C.FLUSH_SLAVE_TIMEOUT, None),
+    ("FLUSH_DISK_TIMEOUT", C.FLUSH_DISK_TIMEOUT, None),
+    ("SERVICE_NOT_AVAILABLE", C.SERVICE_NOT_AVAILABLE, "messages are put to the slave"),
+    ("IN_SYNC_REPLICAS_NOT_ENOUGH", C.SYSTEM_ERROR, "in-sync replicas not enough: 1 of 2"),
+    ("MESSAGE_ILLEGAL", C.MESSAGE_ILLEGAL, "1 of 2"),
+])
+def test_put_statuses_become_rocketmqs_send_codes(broker: FakeBroker, status: str, code: int,
+                                                  remark: str | None) -> None:
+    stored = status.startswith("FLUSH")
+    results = [AppendResult("x", 2, 9, 512, 600)] if stored else []
+    broker.forced = PutOutcome(status, results, "1 of 2", "127.0.0.1:1" if not stored else None)
+    answer = serve(broker, send_request())
+    assert answer.code == code
+    if stored:  # stored, but not as durably as asked: the answer still says where
+        assert answer.remark is None and answer.ext_fields["queueOffset"] == "9"
+        assert answer.ext_fields["msgId"] == STORE_HOST + "0000000000000200"
+    else:
+        assert remark in (answer.remark or "") and "msgId" not in answer.ext_fields
+
+
+@pytest.mark.parametrize(("request_", "code", "remark"), [
+    (send_request(topic="bad/topic"), C.INVALID_PARAMETER, "The specified topic: bad/topic"),
+    (send_request(queue_id=4), C.INVALID_PARAMETER, "queueId[4] is illegal"),
+    (send_request(**{"__MQCTL.WIRE": "1"}), C.MESSAGE_ILLEGAL, "is reserved"),
+    (send_request(DELAY="3"), C.MESSAGE_ILLEGAL, "delayed and timed messages are not supported"),
+    (send_request(TIMER_DELIVER_MS="1"), C.MESSAGE_ILLEGAL, "TIMER_DELIVER_MS"),
+    (send_request(TRAN_MSG="true"), C.NO_PERMISSION, "transactional"),
+    (send_request(body=b""), C.MESSAGE_ILLEGAL, "body is empty"),
+    (make_request(RC.SEND_MESSAGE, 1, {"topic": "T"}, b"x"), C.INVALID_PARAMETER, "'producerGroup' is missing"),
+    (make_request(RC.SEND_BATCH_MESSAGE, 1, send_request(code=RC.SEND_BATCH_MESSAGE).ext_fields, b"\x00\x00\x00\x07"),
+     C.INVALID_PARAMETER, "batch message 0"),
+    (make_request(RC.SEND_BATCH_MESSAGE, 1, send_request(code=RC.SEND_BATCH_MESSAGE).ext_fields, b"\x00" * 5000),
+     C.MESSAGE_ILLEGAL, "exceeds maxMessageSize"),
+])
+def test_sends_that_cannot_be_stored_are_refused(broker: FakeBroker, request_: RemotingCommand, code: int,
+                                                remark: str) -> None:
+    answer = serve(broker, request_)
+    assert answer.code == code and remark in (answer.remark or "")
+    assert broker.store.max_offset == 0
+
+
+def test_a_oneway_send_is_stored_and_not_answered(broker: FakeBroker) -> None:
+    request = send_request()
+    assert serve(broker, make_request(RC.SEND_MESSAGE, 1, request.ext_fields, b"x", oneway=True)) is None
+    assert broker.store.max_offset > 0
+    assert serve(broker, make_request(RC.SEND_MESSAGE, 1, {}, b"x", oneway=True)) is None  # malformed: dropped
+
+
+# ------------------------------------------------------------------------------------------- pull
+
+
+def fill(broker: FakeBroker, *tags: str) -> None:
+    for index, tag in enumerate(tags):
+        assert serve(broker, send_request(body=f"m{index}".encode(), TAGS=tag)).code == C.SUCCESS
+
+
+def test_pull_answers_rocketmqs_message_encoding(broker: FakeBroker) -> None:
+    fill(broker, "tagA", "tagB")
+    answer = serve(broker, pull_request())
+    assert (answer.code, answer.remark) == (C.SUCCESS, "FOUND")
+    assert dict(answer.ext_fields) == {"suggestWhichBrokerId": "0", "nextBeginOffset": "2", "minOffset": "0",
+                                       "maxOffset": "2"}
+    messages = decode_pulled(answer.body)
+    assert [(m.body, m.tags, m.flag, m.born_timestamp, m.queue_offset) for m in messages] == [
+        (b"m0", "tagA", 7, 123, 0), (b"m1", "tagB", 7, 123, 1)]
+    assert WIRE not in messages[0].properties and messages[0].msg_id == STORE_HOST + "0000000000000000"
+    assert messages[0].born_host.ip == bytes([192, 168, 1, 20])
+
+
+def test_pull_filters_by_tag_and_moves_past_what_it_skips(broker: FakeBroker) -> None:
+    fill(broker, "tagB", "tagA", "tagB")
+    answer = serve(broker, pull_request(expression="tagA"))
+    assert [m.body for m in decode_pulled(answer.body)] == [b"m1"] and answer.ext_fields["nextBeginOffset"] == "3"
+    skipped = serve(broker, pull_request(expression="tagC"))
+    assert (skipped.code, skipped.remark, skipped.ext_fields["nextBeginOffset"]) == (
+        C.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", "3")
+
+
+@pytest.mark.parametrize(("offset", "queue_id", "code", "remark", "next_begin"), [
+    (2, 1, C.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", "2"),
+    (9, 1, C.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", "2"),
+    (-3, 1, C.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL", "0"),
+    (0, 2, C.PULL_NOT_FOUND, "NO_MATCHED_LOGIC_QUEUE", "0"),
+    (5, 2, C.PULL_OFFSET_MOVED, "NO_MATCHED_LOGIC_QUEUE", "0"),
+])
+def test_pull_codes_follow_rocketmqs_table(broker: FakeBroker, offset: int, queue_id: int, code: int, remark: str,
+                                           next_begin: str) -> None:
+    fill(broker, "a", "b")
+    answer = serve(broker, pull_request(offset=offset, queue_id=queue_id))
+    assert (answer.code, answer.remark, answer.ext_fields["nextBeginOffset"], answer.body) == (
+        code, remark, next_begin, b"")
+
+
+def test_a_slave_sends_the_consumer_to_the_master(broker: FakeBroker) -> None:
+    fill(broker, "a")
+    broker.role = Role.SLAVE
+    assert serve(broker, pull_request()).code == C.SUCCESS  # what it has, it serves
+    answer = serve(broker, pull_request(offset=1, sys_flag=4 | 2, suspend_ms=60_000))  # never held on a slave
+    assert (answer.code, answer.ext_fields["suggestWhichBrokerId"]) == (C.PULL_RETRY_IMMEDIATELY, "0")
+
+
+def test_pull_subscription_comes_from_the_request_or_the_groups_heartbeat(broker: FakeBroker) -> None:
+    fill(broker, "tagA", "tagB")
+    missing = serve(broker, pull_request(sys_flag=0))
+    assert missing.code == C.SUBSCRIPTION_NOT_EXIST
+    remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
+    heartbeat = bb.HeartbeatData("c1", (), (bb.ConsumerData("cg", subscription_data_set=(
+        bb.SubscriptionData("TopicTest", "tagB"),)),))
+
+    async def scenario() -> RemotingCommand:
+        await remoting.handle(make_request(RC.HEART_BEAT, 1, {}, heartbeat.encode()), FakeConn())
+        return await remoting.handle(pull_request(sys_flag=0), FakeConn())
+
+    assert [m.body for m in decode_pulled(asyncio.run(scenario()).body)] == [b"m1"]
+    sql = serve(broker, pull_request(expressionType="SQL92"))
+    assert (sql.code, sql.remark) == (C.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
+
+
+def test_a_pull_commits_the_offset_it_carries_on_the_master_only(broker: FakeBroker) -> None:
+    fill(broker, "a")
+    serve(broker, pull_request(sys_flag=4 | 1, commit=1))
+    assert broker.consumer_offsets.table.query("cg", "TopicTest", 1) == 1
+    broker.role = Role.SLAVE
+    serve(broker, pull_request(sys_flag=4 | 1, commit=5))
+    assert broker.consumer_offsets.table.query("cg", "TopicTest", 1) == 1
+
+
+def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker) -> None:
+    remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
+    broker.put_listeners.append(remoting.on_put)
+
+    async def scenario() -> tuple[RemotingCommand, int]:
+        pull = asyncio.create_task(remoting.handle(pull_request(sys_flag=4 | 2, suspend_ms=30_000), FakeConn()))
+        while remoting.arrivals.held == 0:
+            await asyncio.sleep(0.01)
+        held = remoting.arrivals.held
+        await remoting.handle(send_request(body=b"late"), FakeConn())
+        return await pull, held
+
+    answer, held = asyncio.run(scenario())
+    assert held == 1 and answer.code == C.SUCCESS
+    assert [m.body for m in decode_pulled(answer.body)] == [b"late"]
+
+
+def test_a_suspended_pull_ends_at_its_deadline_and_the_number_held_is_bounded(
+        broker: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=20))
+    assert (answer.code, answer.remark) == (C.PULL_NOT_FOUND, "NO_MATCHED_LOGIC_QUEUE")
+    monkeypatch.setattr(remoting_pull, "MAX_HELD", 0)
+    assert serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=600_000)).code == C.PULL_NOT_FOUND
+
+
+def test_pull_header_checks(broker: FakeBroker) -> None:
+    assert "queueId" in (serve(broker, pull_request(queue_id=4)).remark or "")
+    assert "consumerGroup" in (serve(broker, pull_request(group="a b")).remark or "")
+
+
+# ---------------------------------------------------------------------------------------- offsets
+
+
+def offset_request(code: int, **fields: str) -> RemotingCommand:
+    return make_request(code, 3, {"consumerGroup": "cg", "topic": "TopicTest", "queueId": "1", **fields})
+
+
+def test_query_offset_follows_rocketmqs_rules(broker: FakeBroker) -> None:
+    empty = serve(broker, offset_request(RC.QUERY_CONSUMER_OFFSET))
+    assert (empty.code, empty.remark) == (
+        C.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+    fill(broker, "a")
+    assert serve(broker, offset_request(RC.QUERY_CONSUMER_OFFSET)).ext_fields["offset"] == "0"
+    assert serve(broker, offset_request(RC.QUERY_CONSUMER_OFFSET, setZeroIfNotFound="false")).code == C.QUERY_NOT_FOUND
+    assert serve(broker, offset_request(RC.UPDATE_CONSUMER_OFFSET, commitOffset="1")).code == C.SUCCESS
+    assert serve(broker, offset_request(RC.QUERY_CONSUMER_OFFSET)).ext_fields == {"offset": "1"}
+    refused = serve(broker, offset_request(RC.UPDATE_CONSUMER_OFFSET, commitOffset="-1"))
+    assert refused.code == C.INVALID_PARAMETER and "commitOffset" in (refused.remark or "")
+
+
+def test_max_min_and_all_offsets(broker: FakeBroker) -> None:
+    fill(broker, "a", "b", "c")
+    assert serve(broker, make_request(RC.GET_MAX_OFFSET, 1, {"topic": "TopicTest", "queueId": "1"})).ext_fields == {
+        "offset": "3"}
+    assert serve(broker, make_request(RC.GET_MAX_OFFSET, 1, {"topic": "TopicTest", "queueId": "0"})).ext_fields == {
+        "offset": "0"}
+    assert serve(broker, make_request(RC.GET_MIN_OFFSET, 1, {"topic": "TopicTest", "queueId": "1"})).ext_fields == {
+        "offset": "0"}
+    serve(broker, offset_request(RC.UPDATE_CONSUMER_OFFSET, commitOffset="2"))
+    table = serve(broker, make_request(bh.GET_ALL_CONSUMER_OFFSET, 1))
+    assert table.body == b'{"offsetTable":{"TopicTest@cg":{1:2}}}'
+
+
+# -------------------------------------------------------------------------------- consumer groups
+
+
+def test_heartbeats_build_the_consumer_list_and_changes_are_announced(broker: FakeBroker) -> None:
+    remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
+    first, second = FakeConn("127.0.0.1:1"), FakeConn("127.0.0.1:2")
+
+    def heartbeat(client: str) -> RemotingCommand:
+        return make_request(RC.HEART_BEAT, 1, {}, bb.HeartbeatData(client, (), (bb.ConsumerData("cg"),)).encode())
+
+    def listing() -> RemotingCommand:
+        return make_request(RC.GET_CONSUMER_LIST_BY_GROUP, 1, {"consumerGroup": "cg"})
+
+    async def scenario() -> list[Any]:
+        none = await remoting.handle(listing(), first)
+        await remoting.handle(heartbeat("c1"), first)
+        await remoting.handle(heartbeat("c2"), second)
+        await remoting.handle(heartbeat("c2"), second)  # nothing new: no announcement
+        both = await remoting.handle(listing(), first)
+        remoting.on_closed(second)
+        one = await remoting.handle(listing(), first)
+        await remoting.handle(make_request(bh.UNREGISTER_CLIENT, 1, {"clientID": "c1", "consumerGroup": "cg"}), first)
+        gone = await remoting.handle(listing(), first)
+        return [none, both, one, gone]
+
+    none, both, one, gone = asyncio.run(scenario())
+    assert (none.code, none.remark) == (C.SYSTEM_ERROR, "no consumer for this group, cg")
+    assert bb.GetConsumerListByGroupResponseBody.decode(both.body).consumer_id_list == ("c1", "c2")
+    assert bb.GetConsumerListByGroupResponseBody.decode(one.body).consumer_id_list == ("c1",)
+    assert gone.code == C.SYSTEM_ERROR
+    # c1 heard of every change: c1 itself joining, c2 joining, c2's connection closing (c1 then left)
+    notes = [(c.code, dict(c.ext_fields), c.is_oneway) for c in first.sent]
+    assert notes == [(40, {"consumerGroup": "cg"}, True)] * 3
+
+
+def test_a_malformed_heartbeat_is_refused_naming_the_field(broker: FakeBroker) -> None:
+    answer = serve(broker, make_request(RC.HEART_BEAT, 1, {}, b'{"clientID":"c","consumerDataSet":[{"groupName":'
+                                                              b'"no spaces"}]}'))
+    assert answer.code == C.INVALID_PARAMETER and "groupName 'no spaces'" in (answer.remark or "")
+    assert serve(broker, make_request(RC.HEART_BEAT, 1, {}, b"{")).code == C.INVALID_PARAMETER
+
+
+# ---------------------------------------------------------------------------------- controller mode
+
+
+def test_epoch_cache_reports_id_0_for_a_master_as_rocketmq_does(broker: FakeBroker) -> None:
+    cache = EpochEntryCache.decode(serve(broker, make_request(RC.GET_BROKER_EPOCH_CACHE, 1)).body)
+    assert (cache.broker_id, [e.epoch for e in cache.epoch_list], cache.max_offset) == (0, [1, 3], 30)
+    broker.role = Role.SLAVE
+    assert EpochEntryCache.decode(serve(broker, make_request(RC.GET_BROKER_EPOCH_CACHE, 1)).body).broker_id == 2
+
+
+def test_ha_status_is_rocketmqs_ha_runtime_info(broker: FakeBroker) -> None:
+    info = bb.HARuntimeInfo.decode(serve(broker, make_request(RC.GET_BROKER_HA_STATUS, 1)).body)
+    assert (info.master, info.master_commit_log_max_offset, info.in_sync_slave_nums) == (True, 30, 1)
+    assert info.ha_connection_info[0] == bb.HAConnectionRuntimeInfo("127.0.0.1:5", 30, 0, True, 2048, 30)
+
+
+def test_a_role_change_notification_is_only_a_hint(broker: FakeBroker, tmp_path: Path) -> None:
+    forged = make_request(RC.NOTIFY_BROKER_ROLE_CHANGED, 1, {"masterAddress": "6.6.6.6:1", "masterEpoch": "99",
+                                                            "masterBrokerId": "9"}, b'{"syncStateSet":[9]}', oneway=True)
+    assert serve(broker, forged) is None
+    assert broker.replicas.hints == 1 and broker.role is Role.MASTER
+    guarded = FakeBroker(tmp_path / "token", authToken="secret")
+    assert serve(guarded, forged) is None and guarded.replicas.hints == 0  # cannot carry the token: ignored
+    guarded.store.close()
+
+
+def test_other_codes_are_not_supported(broker: FakeBroker) -> None:
+    answer = serve(broker, make_request(36, 1))
+    assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 36 not supported")
+    assert serve(broker, make_request(36, 1, oneway=True)) is None
