@@ -29,6 +29,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from services.broker.record import valid_topic
 from services.common.codes import ResponseCode
 from services.common.durable import atomic_write
 from services.common.errors import MqctlError
@@ -41,13 +42,15 @@ from services.remoting.errors import BodyError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FLUSH_INTERVAL_S", "GROUP_PATTERN", "MAX_KEYS", "SYNC_INTERVAL_S", "ConsumerOffsets",
-           "ConsumerOffsetsDamaged", "OffsetTable", "TableFull", "decode_file", "encode_file"]
+__all__ = ["FLUSH_INTERVAL_S", "GROUP_PATTERN", "MAX_KEYS", "MAX_QUEUES", "SYNC_INTERVAL_S", "ConsumerOffsets",
+           "ConsumerOffsetsDamaged", "OffsetTable", "TableFull", "decode_file", "encode_file", "valid_key"]
 
 #: RocketMQ's group name rule (Validators.checkGroup): the name becomes part of a table key.
 GROUP_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 #: At most this many topic@group entries: a client cannot grow the table (and its file) without bound.
 MAX_KEYS = 100_000
+#: At most this many queues in one entry copied from a master (a topic has defaultTopicQueueNums).
+MAX_QUEUES = 1024
 FLUSH_INTERVAL_S = 1.0
 SYNC_INTERVAL_S = 3.0
 FILE_NAME = "consumerOffset.json"
@@ -59,6 +62,12 @@ class ConsumerOffsetsDamaged(MqctlError):
 
 class TableFull(Exception):
     """A commit would add a topic@group entry beyond MAX_KEYS."""
+
+
+def valid_key(key: str) -> bool:
+    """``topic@group`` with a valid topic and group (a topic holds no ``@``)."""
+    topic, at, group = key.partition("@")
+    return bool(at) and valid_topic(topic) and GROUP_PATTERN.fullmatch(group) is not None
 
 
 class OffsetTable:
@@ -90,7 +99,11 @@ class OffsetTable:
 
     def merge(self, other: ConsumerOffsetSerializeWrapper) -> int:
         """Take every entry of ``other`` (a master's table); returns how many offsets changed. Entries
-        beyond MAX_KEYS are left out."""
+        beyond MAX_KEYS are left out. A table holding an entry that is not topic@group, or one with more
+        than MAX_QUEUES queues, is refused whole (BodyError) before anything is taken."""
+        for key, queues in other.offset_table.items():
+            if not valid_key(key) or len(queues) > MAX_QUEUES:
+                raise BodyError(f"offsetTable entry {key[:80]!r} is not topic@group with at most {MAX_QUEUES} queues")
         changed = 0
         for key, queues in other.offset_table.items():
             if key not in self._table and len(self._table) >= MAX_KEYS:
@@ -136,8 +149,7 @@ def decode_file(raw: bytes, path: Path) -> ConsumerOffsetSerializeWrapper:
         raise ConsumerOffsetsDamaged(f"{path} is damaged (its offsets do not match its crc); see "
                                      "docs/operations.md, 'Damaged consumerOffset.json'")
     for key in wrapper.offset_table:
-        topic, _, group = key.partition("@")
-        if not topic or GROUP_PATTERN.fullmatch(group) is None:
+        if not valid_key(key):
             raise ConsumerOffsetsDamaged(f"{path} is damaged (entry {key[:80]!r} is not topic@group); see "
                                          "docs/operations.md, 'Damaged consumerOffset.json'")
     return wrapper

@@ -12,8 +12,9 @@ removes a client is reported back, so the broker can tell the group's other clie
 The subscription a group registered also serves pulls that do not carry one (a Java push consumer sends
 its expression only in heartbeats).
 
-Bounds: ``MAX_GROUPS`` groups and ``MAX_CLIENTS`` clients in a group; a registration beyond either is
-refused (``RegistryFull``), so a client inventing names cannot grow the broker's memory without bound.
+Bounds: ``MAX_GROUPS`` groups, ``MAX_CLIENTS`` clients in a group, ``MAX_REGISTRATIONS`` clients in all
+groups, ``MAX_SUBSCRIPTION_CHARS`` characters of subscriptions in all; a registration beyond any is refused
+(``RegistryFull``), so clients inventing names cannot grow the broker's memory without bound.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CLIENT_EXPIRY_MS", "MAX_CLIENTS", "MAX_GROUPS", "ConsumerGroups", "RegistryFull"]
+__all__ = ["CLIENT_EXPIRY_MS", "MAX_CLIENTS", "MAX_GROUPS", "MAX_REGISTRATIONS", "MAX_SUBSCRIPTION_CHARS",
+           "ConsumerGroups", "RegistryFull"]
 
 CLIENT_EXPIRY_MS = 120_000
 MAX_GROUPS = 10_000
 MAX_CLIENTS = 10_000
+MAX_REGISTRATIONS = 100_000
+MAX_SUBSCRIPTION_CHARS = 64 * 1024 * 1024
 
 
 class RegistryFull(Exception):
@@ -38,33 +42,56 @@ class _Client:
     last_seen_ms: int
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
 
+    @property
+    def chars(self) -> int:
+        return sum(len(topic) + len(expression) for topic, expression in self.subscriptions.items())
+
 
 class ConsumerGroups:
     def __init__(self) -> None:
         self._groups: dict[str, dict[str, _Client]] = {}
+        self._registrations = 0
+        self._chars = 0
 
     def register(self, group: str, client_id: str, channel: Hashable, subscriptions: Mapping[str, str],
                  now_ms: int) -> bool:
         """A heartbeat from ``client_id`` for ``group``; True if the group's membership changed (a new
         client, or a known one on another connection)."""
         clients = self._groups.get(group)
+        known = clients.get(client_id) if clients is not None else None
+        client = _Client(channel, now_ms, dict(subscriptions))
+        self._check_room(group, clients, known, client)
         if clients is None:
-            if len(self._groups) >= MAX_GROUPS:
-                raise RegistryFull(f"this broker already knows {MAX_GROUPS} consumer groups")
             clients = self._groups[group] = {}
-        known = clients.get(client_id)
-        if known is None and len(clients) >= MAX_CLIENTS:
-            raise RegistryFull(f"consumer group {group} already has {MAX_CLIENTS} clients")
-        clients[client_id] = _Client(channel, now_ms, dict(subscriptions))
+        clients[client_id] = client
+        self._registrations += known is None
+        self._chars += client.chars - (known.chars if known is not None else 0)
         return known is None or known.channel != channel
+
+    def _check_room(self, group: str, clients: dict[str, _Client] | None, known: _Client | None,
+                    client: _Client) -> None:
+        if clients is None and len(self._groups) >= MAX_GROUPS:
+            raise RegistryFull(f"this broker already knows {MAX_GROUPS} consumer groups")
+        if known is None and clients is not None and len(clients) >= MAX_CLIENTS:
+            raise RegistryFull(f"consumer group {group} already has {MAX_CLIENTS} clients")
+        if known is None and self._registrations >= MAX_REGISTRATIONS:
+            raise RegistryFull(f"this broker already knows {MAX_REGISTRATIONS} consumer clients")
+        if self._chars + client.chars - (known.chars if known else 0) > MAX_SUBSCRIPTION_CHARS:
+            raise RegistryFull(f"the subscriptions this broker keeps would pass {MAX_SUBSCRIPTION_CHARS} characters")
 
     def unregister(self, group: str, client_id: str) -> bool:
         clients = self._groups.get(group)
-        if clients is None or clients.pop(client_id, None) is None:
+        gone = clients.pop(client_id, None) if clients is not None else None
+        if clients is None or gone is None:
             return False
+        self._forget(gone)
         if not clients:
             del self._groups[group]
         return True
+
+    def _forget(self, client: _Client) -> None:
+        self._registrations -= 1
+        self._chars -= client.chars
 
     def channel_closed(self, channel: Hashable) -> list[str]:
         """Forget every client that came on ``channel``; returns the groups that lost one."""
@@ -79,7 +106,7 @@ class ConsumerGroups:
         for group, clients in list(self._groups.items()):
             leaving = [cid for cid, client in clients.items() if gone(client)]
             for cid in leaving:
-                del clients[cid]
+                self._forget(clients.pop(cid))
             if leaving:
                 changed.append(group)
             if not clients:

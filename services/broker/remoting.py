@@ -36,7 +36,7 @@ from services.broker.consumer_offsets import GROUP_PATTERN, TableFull
 from services.broker.consumers import ConsumerGroups, RegistryFull
 from services.broker.record import valid_topic
 from services.broker.remoting_messages import Refusal, to_store_messages
-from services.broker.remoting_pull import Arrivals, PullRead, hold, read_queue, slave_answer
+from services.broker.remoting_pull import MAX_PULL_BYTES, Arrivals, PullRead, hold, read_queue, slave_answer
 from services.broker.replicas_manager import Role
 from services.broker.store import Message
 from services.common.codes import ResponseCode
@@ -62,6 +62,8 @@ PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 #: RocketMQ's MixAll.MASTER_ID: a pull answer always sends the consumer to the master.
 MASTER_ID = 0
 EXPIRY_SCAN_S = 10.0
+#: The longest subscription expression kept from a heartbeat (a TAG expression is a few tags).
+MAX_EXPRESSION = 4096
 
 _SEND_CODES = {
     "PUT_OK": ResponseCode.SUCCESS, "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -188,12 +190,12 @@ class BrokerRemoting:
         if master and h.sys_flag & PULL_COMMIT_OFFSET and h.commit_offset >= 0:
             self._commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         tags = TagFilter.parse(expression)
-        max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else None
+        max_bytes = min(h.max_msg_bytes, MAX_PULL_BYTES) if h.max_msg_bytes and h.max_msg_bytes > 0 \
+            else MAX_PULL_BYTES
 
         def read() -> PullRead:
-            args = (h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, tags)
-            found = read_queue(self.b.store, self.store_host, *args) if max_bytes is None else \
-                read_queue(self.b.store, self.store_host, *args, max_bytes=max_bytes)
+            found = read_queue(self.b.store, self.store_host, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                               tags, max_bytes)
             return found if self.b.role is Role.MASTER else slave_answer(found)
 
         event = self.arrivals.current()
@@ -283,7 +285,7 @@ class BrokerRemoting:
             group = consumer.group_name or ""
             if GROUP_PATTERN.fullmatch(group) is None:
                 raise BodyError(f"consumerDataSet: groupName {group[:80]!r} is not a group name")
-            subs = {s.topic: s.sub_string or "*" for s in consumer.subscription_data_set if s.topic}
+            subs = _subscriptions(consumer)
             try:
                 if self.consumers.register(group, client, conn, subs, self.b.clock.now_ms()):
                     changed.append(group)
@@ -346,6 +348,19 @@ class BrokerRemoting:
         else:
             await self.b.replicas.on_role_change_notified()
         return _answer(request, ResponseCode.SUCCESS)
+
+
+def _subscriptions(consumer: bb.ConsumerData) -> dict[str, str]:
+    """A heartbeat's subscriptions of one group, topic -> expression, checked: what is kept must be bounded."""
+    subs = {}
+    for sub in consumer.subscription_data_set:
+        topic, expression = sub.topic or "", sub.sub_string or "*"
+        if not valid_topic(topic):
+            raise BodyError(f"subscriptionDataSet: topic {topic[:80]!r} is not a topic name")
+        if len(expression) > MAX_EXPRESSION:
+            raise BodyError(f"subscriptionDataSet: the expression for {topic} is longer than {MAX_EXPRESSION}")
+        subs[topic] = expression
+    return subs
 
 
 def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:

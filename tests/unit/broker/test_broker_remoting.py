@@ -316,6 +316,18 @@ def test_a_suspended_pull_ends_at_its_deadline_and_the_number_held_is_bounded(
     assert serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=600_000)).code == C.PULL_NOT_FOUND
 
 
+def test_a_pull_answer_is_bounded_in_bytes_whatever_the_request_asks(broker: FakeBroker,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for index in range(4):
+        serve(broker, send_request(body=bytes([65 + index]) * 1500))
+    monkeypatch.setattr("services.broker.remoting.MAX_PULL_BYTES", 3500)
+    answer = serve(broker, pull_request(maxMsgBytes=str(2**31 - 1)))
+    assert [len(m.body) for m in decode_pulled(answer.body)] == [1500, 1500]
+    assert answer.ext_fields["nextBeginOffset"] == "2"
+    one = serve(broker, pull_request(maxMsgBytes="10"))  # at least one message, whatever the bound
+    assert len(decode_pulled(one.body)) == 1 and one.ext_fields["nextBeginOffset"] == "1"
+
+
 def test_pull_header_checks(broker: FakeBroker) -> None:
     assert "queueId" in (serve(broker, pull_request(queue_id=4)).remark or "")
     assert "consumerGroup" in (serve(broker, pull_request(group="a b")).remark or "")
@@ -389,11 +401,17 @@ def test_heartbeats_build_the_consumer_list_and_changes_are_announced(broker: Fa
     assert notes == [(40, {"consumerGroup": "cg"}, True)] * 3
 
 
-def test_a_malformed_heartbeat_is_refused_naming_the_field(broker: FakeBroker) -> None:
-    answer = serve(broker, make_request(RC.HEART_BEAT, 1, {}, b'{"clientID":"c","consumerDataSet":[{"groupName":'
-                                                              b'"no spaces"}]}'))
-    assert answer.code == C.INVALID_PARAMETER and "groupName 'no spaces'" in (answer.remark or "")
+@pytest.mark.parametrize(("consumer", "remark"), [
+    (bb.ConsumerData("no spaces"), "groupName 'no spaces'"),
+    (bb.ConsumerData("cg", subscription_data_set=(bb.SubscriptionData("../etc", "*"),)), "topic '../etc'"),
+    (bb.ConsumerData("cg", subscription_data_set=(bb.SubscriptionData("T", "a" * 5000),)), "longer than 4096"),
+])
+def test_a_malformed_heartbeat_is_refused_naming_the_field(broker: FakeBroker, consumer: bb.ConsumerData,
+                                                           remark: str) -> None:
+    answer = serve(broker, make_request(RC.HEART_BEAT, 1, {}, bb.HeartbeatData("c", (), (consumer,)).encode()))
+    assert answer.code == C.INVALID_PARAMETER and remark in (answer.remark or "")
     assert serve(broker, make_request(RC.HEART_BEAT, 1, {}, b"{")).code == C.INVALID_PARAMETER
+    assert serve(broker, make_request(RC.HEART_BEAT, 1, {}, b'{"clientID":""}')).code == C.INVALID_PARAMETER
 
 
 # ---------------------------------------------------------------------------------- controller mode

@@ -22,6 +22,7 @@ from services.common.codes import ResponseCode
 from services.remoting.broker_bodies import ConsumerOffsetSerializeWrapper
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import make_response
+from services.remoting.errors import BodyError
 
 
 def test_commit_query_and_version() -> None:
@@ -47,6 +48,17 @@ def test_the_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         table.commit("g3", "t", 0, 1)
     assert table.merge(ConsumerOffsetSerializeWrapper({"t@g4": {0: 1}, "t@g1": {0: 9}})) == 1
     assert table.snapshot().offset_table == {"t@g1": {0: 9}, "t@g2": {0: 1, 3: 1}}
+
+
+@pytest.mark.parametrize("entries", [
+    {"no-at-sign": {0: 1}}, {"bad/topic@g": {0: 1}}, {"t@bad group": {0: 1}},
+    {"t@g": {q: 0 for q in range(1025)}},
+])
+def test_a_masters_table_with_a_bad_entry_is_refused_whole(entries: dict[str, dict[int, int]]) -> None:
+    table = OffsetTable({"t@mine": {0: 1}})
+    with pytest.raises(BodyError, match="is not topic@group with at most 1024 queues"):
+        table.merge(ConsumerOffsetSerializeWrapper({"t@ok": {0: 5}, **entries}))
+    assert table.snapshot().offset_table == {"t@mine": {0: 1}} and table.version == 0
 
 
 def test_merge_takes_the_masters_entries_and_keeps_its_own() -> None:
@@ -132,7 +144,7 @@ def test_a_slave_copies_its_masters_table(tmp_path: Path) -> None:
         offsets = ConsumerOffsets(tmp_path)
         offsets.table.commit("other", "t", 1, 1)
         ok = await offsets.sync_from(address)
-        garbage = await _fake_master(b'{"offsetTable":{"t@cg":{0:"x"}}}', requests)
+        garbage = await _fake_master(b'{"offsetTable":{"t@cg":{0:"x"}},"../x@g":{0:1}}', requests)
         bad = await offsets.sync_from(f"127.0.0.1:{garbage.sockets[0].getsockname()[1]}")
         await offsets.stop()
         for s in (server, garbage):

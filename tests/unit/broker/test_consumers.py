@@ -54,3 +54,21 @@ def test_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RegistryFull, match="already knows 2 consumer groups"):
         groups.register("g3", "c1", 1, {}, 0)
     assert not groups.register("g1", "c2", 2, {}, 5)  # a known client is still heard
+
+
+def test_registrations_and_subscription_characters_are_bounded_in_all_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumers, "MAX_REGISTRATIONS", 3)
+    monkeypatch.setattr(consumers, "MAX_SUBSCRIPTION_CHARS", 20)
+    groups = ConsumerGroups()
+    groups.register("g1", "c1", 1, {"T": "a"}, 0)
+    groups.register("g2", "c1", 1, {"T": "a"}, 0)
+    groups.register("g3", "c1", 1, {}, 0)
+    with pytest.raises(RegistryFull, match="already knows 3 consumer clients"):
+        groups.register("g4", "c1", 1, {}, 0)
+    groups.unregister("g3", "c1")  # room again
+    groups.register("g4", "c1", 1, {"T": "x" * 10}, 0)  # 2 + 2 + 11 characters kept
+    with pytest.raises(RegistryFull, match="would pass 20 characters"):
+        groups.register("g1", "c1", 1, {"T": "y" * 7}, 0)
+    groups.register("g1", "c1", 1, {"T": "y" * 6}, 0)  # c1's old 2 characters in g1 are freed: 20 in all
+    assert groups.channel_closed(1) == ["g1", "g2", "g4"]
+    groups.register("g5", "c9", 2, {"T": "z" * 18}, 0)  # everything was freed with the connection
