@@ -26,7 +26,7 @@ from services.remoting.bodies import EpochEntryCache
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import RemotingCommand, RequestCode, SerializeType, make_request
 from services.remoting.message import BatchEntry, decode_pulled, encode_batch, encode_properties
-from tests.integration.conftest import FAST_SCANS
+from tests.integration.conftest import FAST_SCANS, run_cli
 from tests.integration.test_broker import FAST_BROKER, pull_all, runtime, wait_role
 
 pytestmark = pytest.mark.integration
@@ -253,3 +253,17 @@ async def poll_offset(client: RemotingClient, node: BrokerNode, expected: str) -
         assert asyncio.get_running_loop().time() < deadline, f"the slave's offset is still {got}"
         await asyncio.sleep(0.2)
 
+
+
+def test_a_damaged_consumer_offsets_file_stops_the_broker_with_one_line(tmp_path: Path) -> None:
+    node = make_broker(tmp_path, "broker-a", 1, "127.0.0.1:1", **FAST_BROKER)
+    node.write_conf()
+    offsets = node.store_dir / "config" / "consumerOffset.json"
+    offsets.parent.mkdir(parents=True)
+    offsets.write_text('{"crc":1,"offsetTable":{"T@g":{0:7}}}')  # the offset does not match its crc
+    done = run_cli("startBroker", "-c", str(node.conf_file), timeout=60)
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr
+    (line,) = [text for text in done.stderr.splitlines() if text.startswith("Error:")]
+    assert f"{offsets} is damaged (its offsets do not match its crc)" in line
+    assert "Damaged consumerOffset.json" in line
