@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -168,6 +169,9 @@ class ConsumerOffsets:
         self._saved_bytes: bytes | None = None
         self._client = RemotingClient(timeout_s)
         self._tasks: list[asyncio.Task[None]] = []
+        # one write at a time: a write cancelled at shutdown goes on in its thread while stop() writes again,
+        # and both use the same temporary file
+        self._write_lock = threading.Lock()
 
     def load(self) -> None:
         """Read the file (none yet: an empty table). Raises ConsumerOffsetsDamaged."""
@@ -201,9 +205,10 @@ class ConsumerOffsets:
         return self.table.version != self._saved_version or self._saved_bytes is None
 
     def _write(self, previous: bytes | None, data: bytes) -> None:
-        if previous is not None:
-            atomic_write(self.path.with_name(FILE_NAME + ".bak"), previous)
-        atomic_write(self.path, data)
+        with self._write_lock:
+            if previous is not None:
+                atomic_write(self.path.with_name(FILE_NAME + ".bak"), previous)
+            atomic_write(self.path, data)
 
     def start(self, master_address: Callable[[], str | None]) -> None:
         """``master_address()`` is the master to copy from while this broker is a slave, else None."""

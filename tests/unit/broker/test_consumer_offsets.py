@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,25 @@ def test_an_unreachable_master_is_a_warning_not_an_error(tmp_path: Path) -> None
             await offsets.stop()
 
     assert asyncio.run(scenario()) is False
+
+
+def test_writes_from_two_threads_take_turns(tmp_path: Path) -> None:
+    """A flush cancelled at shutdown goes on writing in its thread while stop() writes again: both use the
+    same temporary file, so without turns one rename finds it gone (or renames the other's half)."""
+    offsets = ConsumerOffsets(tmp_path)
+    tables = [encode_file(ConsumerOffsetSerializeWrapper({f"t@g{i}": {q: q for q in range(500)}})) for i in (1, 2)]
+    errors: list[BaseException] = []
+
+    def write(data: bytes) -> None:
+        for _ in range(30):
+            try:
+                offsets._write(None, data)
+            except OSError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(data,)) for data in tables]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and offsets.path.read_bytes() in tables
