@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.broker.broker import Broker, PutOutcome
 from services.broker.commitlog import MessageRecord
+from services.broker.remoting_messages import RESERVED_PREFIX
 from services.broker.store import MESSAGE_DAMAGED, Message
 from services.common.auth import install_token_check
 from services.common.codes import ResponseCode
@@ -91,7 +92,8 @@ def record_json(rec: MessageRecord, store_host: str) -> dict[str, Any]:
         body_b64 = None
     except UnicodeDecodeError:
         body, body_b64 = None, base64.b64encode(rec.body).decode("ascii")
-    props = {k: v for k, v in rec.properties.items() if k not in ("KEYS", "TAGS")}
+    props = {k: v for k, v in rec.properties.items()
+             if k not in ("KEYS", "TAGS") and not k.startswith(RESERVED_PREFIX)}
     return {"msgId": message_id(store_host, rec.physical_offset), "topic": rec.topic, "queueId": rec.queue_id,
             "queueOffset": rec.queue_offset, "commitLogOffset": rec.physical_offset, "body": body,
             "bodyBase64": body_b64, "keys": rec.keys, "tags": rec.tags, "properties": props,

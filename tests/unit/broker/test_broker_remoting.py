@@ -444,3 +444,13 @@ def test_other_codes_are_not_supported(broker: FakeBroker) -> None:
     answer = serve(broker, make_request(36, 1))
     assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 36 not supported")
     assert serve(broker, make_request(36, 1, oneway=True)) is None
+
+
+def test_the_http_api_does_not_show_the_reserved_wire_property() -> None:
+    """What only the remoting protocol needs back (flag, sysFlag, born host) stays out of the HTTP view."""
+    from services.broker.api import record_json
+    from services.broker.record import MessageRecord
+
+    rec = MessageRecord("T", 0, 0, 0, 1, {"KEYS": "k", "TAGS": "t", "__MQCTL.WIRE": "1", "a": "b"}, b"x", 100)
+    shown = record_json(rec, "127.0.0.1:10911")
+    assert shown["properties"] == {"a": "b"} and shown["keys"] == "k" and shown["tags"] == "t"
