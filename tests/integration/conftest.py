@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.localcluster import ControllerCluster
+from mqctl.localcluster import BrokerNode, ControllerCluster
 from services.common.controller_client import ControllerClient, Envelope
 from services.common.errors import MqctlError
 
@@ -35,6 +35,28 @@ def controllers(tmp_path: Path) -> Iterator[ControllerCluster]:
         for node in cluster.nodes:
             if node.log_file.exists() and os.environ.get("MQCTL_TEST_SHOW_LOGS"):
                 print(node.log_file.read_text()[-3000:])
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[ControllerCluster]:
+    """One controller node (a test file may define its own ``controller`` instead)."""
+    cluster = ControllerCluster(tmp_path / "controller", size=1, extra=dict(FAST_SCANS))
+    cluster.configure()
+    cluster.start()
+    try:
+        cluster.leader(timeout=60)
+        yield cluster
+    finally:
+        cluster.kill_all()
+
+
+@pytest.fixture
+def brokers() -> Iterator[list[BrokerNode]]:
+    """Brokers a test starts: append each; every one is killed at the end."""
+    started: list[BrokerNode] = []
+    yield started
+    for node in started:
+        node.kill()
 
 
 @dataclass

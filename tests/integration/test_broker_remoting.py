@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from services.remoting.bodies import EpochEntryCache
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import RemotingCommand, RequestCode, SerializeType, make_request
 from services.remoting.message import BatchEntry, decode_pulled, encode_batch, encode_properties
-from tests.integration.conftest import FAST_SCANS, run_cli
+from tests.integration.conftest import run_cli
 from tests.integration.test_broker import FAST_BROKER, pull_all, runtime, wait_role
 
 pytestmark = pytest.mark.integration
@@ -36,24 +35,6 @@ HA = {**FAST_BROKER, "allAckInSyncStateSet": "true", "haSendHeartbeatInterval": 
       "haHousekeepingInterval": 3000, "haMaxTimeSlaveNotCatchup": 3000}
 
 
-@pytest.fixture
-def controller(tmp_path: Path) -> Iterator[ControllerCluster]:
-    cluster = ControllerCluster(tmp_path / "controller", size=1, extra=dict(FAST_SCANS))
-    cluster.configure()
-    cluster.start()
-    try:
-        cluster.leader(timeout=60)
-        yield cluster
-    finally:
-        cluster.kill_all()
-
-
-@pytest.fixture
-def brokers() -> Iterator[list[BrokerNode]]:
-    started: list[BrokerNode] = []
-    yield started
-    for node in started:
-        node.kill()
 
 
 def send(topic: str, body: bytes, code: int = RC.SEND_MESSAGE, queue_id: int = 0, *,

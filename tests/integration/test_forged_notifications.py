@@ -9,7 +9,6 @@ its epoch file so it stayed FENCED after a restart.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
 from services.common.broker_client import BrokerClient
-from tests.integration.conftest import FAST_SCANS, poll
+from tests.integration.conftest import poll
 from tests.integration.test_broker import FAST_BROKER, runtime, wait_role
 
 pytestmark = pytest.mark.integration
@@ -25,24 +24,6 @@ pytestmark = pytest.mark.integration
 SETTINGS = {**FAST_BROKER, "allAckInSyncStateSet": "true", "checkSyncStateSetPeriod": 500}
 
 
-@pytest.fixture
-def controller(tmp_path: Path) -> Iterator[ControllerCluster]:
-    cluster = ControllerCluster(tmp_path / "controller", size=1, extra=dict(FAST_SCANS))
-    cluster.configure()
-    cluster.start()
-    try:
-        cluster.leader(timeout=60)
-        yield cluster
-    finally:
-        cluster.kill_all()
-
-
-@pytest.fixture
-def brokers() -> Iterator[list[BrokerNode]]:
-    started: list[BrokerNode] = []
-    yield started
-    for node in started:
-        node.kill()
 
 
 def forge(node: BrokerNode, **body: Any) -> None:

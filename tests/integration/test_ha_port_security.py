@@ -26,7 +26,6 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ from services.broker.ha.frames import (
 )
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as RC
-from tests.integration.conftest import FAST_SCANS, poll
+from tests.integration.conftest import poll
 from tests.integration.test_broker import FAST_BROKER, runtime, wait_role
 
 pytestmark = pytest.mark.integration
@@ -62,24 +61,6 @@ HA = {
 }
 
 
-@pytest.fixture
-def controller(tmp_path: Path) -> Iterator[ControllerCluster]:
-    cluster = ControllerCluster(tmp_path / "controller", size=1, extra=dict(FAST_SCANS))
-    cluster.configure()
-    cluster.start()
-    try:
-        cluster.leader(timeout=60)
-        yield cluster
-    finally:
-        cluster.kill_all()
-
-
-@pytest.fixture
-def brokers() -> Iterator[list[BrokerNode]]:
-    started: list[BrokerNode] = []
-    yield started
-    for node in started:
-        node.kill()
 
 
 def ha_status(node: BrokerNode) -> dict[str, Any]:

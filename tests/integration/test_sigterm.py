@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,40 +37,22 @@ def stops_on_sigterm(process: subprocess.Popen[bytes] | None) -> float:
     return time.monotonic() - started
 
 
-@pytest.fixture
-def controller(tmp_path: Path) -> Iterator[ControllerCluster]:
-    cluster = ControllerCluster(tmp_path / "controller", size=1, extra=dict(FAST_SCANS))
-    cluster.configure()
-    cluster.start()
-    try:
-        cluster.leader(timeout=60)
-        yield cluster
-    finally:
-        cluster.kill_all()
 
 
-@pytest.fixture
-def broker_nodes() -> Iterator[list[BrokerNode]]:
-    started: list[BrokerNode] = []
-    yield started
-    for node in started:
-        node.kill()
-
-
-def test_broker_stops_after_its_controller_died(controller: ControllerCluster, broker_nodes: list[BrokerNode],
+def test_broker_stops_after_its_controller_died(controller: ControllerCluster, brokers: list[BrokerNode],
                                                 tmp_path: Path) -> None:
     broker = make_broker(tmp_path, "broker-a", 1, controller.addresses, **FAST_BROKER)
-    broker_nodes.append(broker)
+    brokers.append(broker)
     broker.start()
     wait_role(broker, "MASTER")
     controller.kill_all()
     stops_on_sigterm(broker.process)
 
 
-def test_broker_stops_while_the_controller_was_never_reachable(broker_nodes: list[BrokerNode],
+def test_broker_stops_while_the_controller_was_never_reachable(brokers: list[BrokerNode],
                                                                tmp_path: Path) -> None:
     broker = make_broker(tmp_path, "broker-a", 1, "127.0.0.1:1", **FAST_BROKER)
-    broker_nodes.append(broker)
+    brokers.append(broker)
     broker.start()
     log = broker.store_dir / "logs" / "broker.log"
     deadline = time.monotonic() + 30
