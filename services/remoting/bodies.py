@@ -12,6 +12,7 @@ as its Java default, an absent boxed field as None. Unknown fields are ignored, 
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
@@ -120,15 +121,15 @@ def _str_key(key: str | int, path: str) -> str:
     return key
 
 
-class Body:
+class Body(ABC):
     """Base of every body: ``encode`` to fastjson bytes, ``decode`` with checks."""
 
-    def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def to_json(self) -> dict[str, Any]: ...
 
     @classmethod
-    def read(cls, obj: _Obj) -> Self:
-        raise NotImplementedError
+    @abstractmethod
+    def read(cls, obj: _Obj) -> Self: ...
 
     def encode(self, *, standard: bool = False) -> bytes:
         return fastjson.dumps(self.to_json(), standard=standard).encode("utf-8")

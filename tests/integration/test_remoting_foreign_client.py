@@ -29,9 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import platform
 import struct
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -90,18 +88,6 @@ finally:
 """
 
 
-@pytest.fixture(scope="module")
-def cpp_client() -> None:
-    """Skip (with the reason) only where the wheel cannot load; where it should, a missing one is an error."""
-    probe = subprocess.run([sys.executable, "-c", "import rocketmq.client"], capture_output=True, text=True,
-                           timeout=60, check=False)
-    if probe.returncode == 0:
-        return
-    supported = sys.platform == "linux" and platform.machine() == "x86_64"
-    if "No module named 'rocketmq'" in probe.stderr and supported:
-        pytest.fail("the RocketMQ C++ client is not installed: pip install -e '.[test]' (rocketmq==0.4.4)")
-    pytest.skip(f"the RocketMQ C++ client (rocketmq==0.4.4, manylinux x86_64 only) cannot load here: "
-                f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else probe.returncode}")
 
 
 @dataclass
