@@ -17,6 +17,7 @@ from rich.text import Text
 from mqctl.terminal import printable, printable_layout
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient, parse_addresses
+from services.common.namesrv_client import NameServerClient
 
 FORMATS = ("table", "mqadmin", "json")
 
@@ -32,6 +33,7 @@ class App:
         self.err = err or Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
         self.timeout = 5.0
         self.token: str | None = None
+        self.protocol = "auto"
 
     # ------------------------------------------------------------------ output
     def print_text(self, text: str) -> None:
@@ -64,12 +66,16 @@ class App:
     # ------------------------------------------------------------------ clients
     def controller(self, addresses: str | None) -> ControllerClient:
         return ControllerClient(parse_addresses(addresses), timeout=self.timeout, transport=self.transport,
-                                token=self.token)
+                                token=self.token, protocol=self.protocol)
 
     def brokers(self, given: str | None = None) -> BrokerClient:
         """A broker client; the auth token goes only to ``given``, the address the operator named."""
         return BrokerClient(self.timeout, transport=self.transport, token=self.token,
-                            trusted=[given] if given else [])
+                            trusted=[given] if given else [], protocol=self.protocol)
+
+    def namesrv(self, addresses: str) -> NameServerClient:
+        """A name server client (mqadmin's ``-n``): RocketMQ's name servers, or our controllers."""
+        return NameServerClient(parse_addresses(addresses), timeout=self.timeout)
 
     # ------------------------------------------------------------------ watch mode
     def watch(self, show: Callable[[], None], interval: float | None, count: int | None,

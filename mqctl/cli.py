@@ -18,6 +18,7 @@ import click
 from mqctl.app import App
 from mqctl.terminal import printable
 from services.common.errors import MqctlError, RemoteError, UsageError
+from services.common.wire import PROTOCOLS
 
 
 def kebab(name: str) -> str:
@@ -92,8 +93,11 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
               help="Seconds to wait for a controller or broker answer (including leader lookup).")
 @click.option("--token", envvar="MQCTL_TOKEN", default=None, metavar="TOKEN",
               help="Auth token for mutating calls when the cluster has one (or $MQCTL_TOKEN).")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), envvar="MQCTL_PROTOCOL", default="auto", show_default=True,
+              help="auto: HTTP to mqctl servers, RocketMQ remoting to servers that speak only that (found on "
+                   "first contact); http or remoting: only that one (or $MQCTL_PROTOCOL).")
 @click.pass_context
-def cli(ctx: click.Context, timeout: float, token: str | None) -> None:
+def cli(ctx: click.Context, timeout: float, token: str | None, protocol: str) -> None:
     """mqctl: RocketMQ 5 controller mode — Raft controllers, replicated brokers, mqadmin-style admin.
 
     \b
@@ -106,6 +110,7 @@ def cli(ctx: click.Context, timeout: float, token: str | None) -> None:
     app = ctx.ensure_object(App)
     app.timeout = timeout
     app.token = _checked_token(token)
+    app.protocol = protocol
 
 
 def _checked_token(token: str | None) -> str | None:

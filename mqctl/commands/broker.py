@@ -14,9 +14,19 @@ from services.common.codes import ResponseCode
 from services.common.controller_client import check_address
 from services.common.errors import MqctlError, RemoteError, UnreachableError, UsageError
 
+NAMESRV_HELP = ("Name server address(es), ';'-separated: find the brokers through GET_BROKER_CLUSTER_INFO as mqadmin "
+                "does (a RocketMQ name server, or our controllers). Without it, the controller (-a) is asked.")
 
-def _controller_addr(a: str | None, n: str | None) -> str | None:
-    return a or n
+
+def _broker_sets(app: App, controller_address: str | None, namesrv: str | None, broker_name: str | None,
+                 cluster_name: str | None) -> list[dict[str, Any]]:
+    """The broker-sets to show: from the name server if one is given (-n), else from the controller."""
+    cluster = None if broker_name else cluster_name
+    if namesrv:
+        with app.namesrv(namesrv) as names:
+            return names.broker_sets(broker_name, cluster)
+    with app.controller(controller_address) as client:
+        return broker_sets(client, broker_name, cluster)
 
 
 # ---------------------------------------------------------------------- startBroker
@@ -180,7 +190,7 @@ def _queue_ids(brokers: BrokerClient, address: str, topic: str) -> list[int]:
 @click.option("-b", "--brokerName", "broker_name", help="Broker name (takes precedence over -c).")
 @click.option("-c", "--clusterName", "cluster_name", help="Every broker-set of this cluster.")
 @click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
-@click.option("-n", "--namesrvAddr", "namesrv", metavar="ADDR", help="Alias of -a (there is no name server).")
+@click.option("-n", "--namesrvAddr", "namesrv", metavar="ADDR", help=NAMESRV_HELP)
 @watch_options
 @format_option
 @pass_app
@@ -188,18 +198,20 @@ def get_broker_epoch(app: App, broker_name: str | None, cluster_name: str | None
                      namesrv: str | None, interval: float | None, count: int | None, fmt: str) -> None:
     """Show every replica's epoch entries (which master epoch wrote which commitlog range).
 
-    Brokers are found through the controller; an unreachable broker is shown as such.
+    Brokers are found through the controller, or through a name server with -n; an unreachable broker
+    is shown as such.
 
     \b
     Examples:
       mqctl getBrokerEpoch -b broker-a
       mqctl getBrokerEpoch -c DefaultCluster --format mqadmin
+      mqctl getBrokerEpoch -n 127.0.0.1:9876 -b broker-a     # a RocketMQ cluster, as mqadmin
     """
     unreachable: list[str] = []
-    with app.controller(_controller_addr(controller_address, namesrv)) as client, app.brokers() as brokers:
+    with app.brokers() as brokers:
         def show() -> None:
             rows = []
-            for bs in broker_sets(client, broker_name, None if broker_name else cluster_name):
+            for bs in _broker_sets(app, controller_address, namesrv, broker_name, cluster_name):
                 for broker_id, address in replica_addresses(bs):
                     rows.append(_epoch_row(brokers, bs, broker_id, address))
             unreachable[:] = [r["brokerAddr"] for r in rows if not r["reachable"]]
@@ -233,11 +245,13 @@ def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, addres
 @click.option("-c", "--clusterName", "cluster_name", help="Every replica of every broker-set of this cluster.")
 @click.option("--brokerAddr", "broker_addr", help="Just this broker.")
 @click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
+@click.option("-n", "--namesrvAddr", "namesrv", metavar="ADDR", help=NAMESRV_HELP)
 @watch_options
 @format_option
 @pass_app
 def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broker_addr: str | None,
-              controller_address: str | None, interval: float | None, count: int | None, fmt: str) -> None:
+              controller_address: str | None, namesrv: str | None, interval: float | None, count: int | None,
+              fmt: str) -> None:
     """Show replication status: per slave the ack offset, lag, in-sync flag and last caught-up time.
 
     \b
@@ -250,24 +264,21 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
     unreachable: list[str] = []
     with app.brokers(given) as brokers:
         def show() -> None:
-            addresses = [given] if given else _cluster_addresses(app, controller_address, broker_name, cluster_name)
+            addresses = [given] if given else [
+                addr for bs in _broker_sets(app, controller_address, namesrv, broker_name, cluster_name)
+                for _, addr in replica_addresses(bs)]
             rows = []
             for address in addresses:
                 try:
-                    rows.append({"reachable": True, **brokers.request(address, "GET", "/v1/broker/haStatus").data})
+                    row = {"reachable": True, **brokers.request(address, "GET", "/v1/broker/haStatus").data}
+                    row.setdefault("brokerAddr", address)  # a RocketMQ broker's status does not name it
+                    rows.append(row)
                 except MqctlError as exc:
                     rows.append({"brokerAddr": address, "reachable": False, "error": str(exc)})
             unreachable[:] = [r["brokerAddr"] for r in rows if not r["reachable"]]
             render_broker.show_ha_status(app, fmt, rows)
         finished = app.watch(show, interval, count, in_place=fmt == "table")
     _fail_if_unanswered(finished, unreachable, "status")
-
-
-def _cluster_addresses(app: App, controller_address: str | None, broker_name: str | None,
-                       cluster_name: str | None) -> list[str]:
-    with app.controller(controller_address) as client:
-        return [addr for bs in broker_sets(client, broker_name, None if broker_name else cluster_name)
-                for _, addr in replica_addresses(bs)]
 
 
 COMMANDS = [start_broker, send_message, consume_message, get_broker_epoch, ha_status]

@@ -116,11 +116,15 @@ def get_controller_metadata(app: App, controller_address: str | None, interval: 
 @click.option("-b", "--brokerName", "broker_names", multiple=True,
               help="Broker name (repeatable); takes precedence over -c.")
 @click.option("-c", "--clusterName", "cluster_name", help="Every broker-set of this cluster.")
+@click.option("-n", "--namesrvAddr", "namesrv", metavar="ADDR",
+              help="With -c: the cluster's broker-sets come from this name server (as mqadmin does); "
+                   "without it the controller is asked.")
 @watch_options
 @format_option
 @pass_app
 def get_sync_state_set(app: App, controller_address: str | None, broker_names: tuple[str, ...],
-                       cluster_name: str | None, interval: float | None, count: int | None, fmt: str) -> None:
+                       cluster_name: str | None, namesrv: str | None, interval: float | None, count: int | None,
+                       fmt: str) -> None:
     """Show master, epochs and SyncStateSet of broker-sets, with the liveness the controller uses.
 
     \b
@@ -128,9 +132,13 @@ def get_sync_state_set(app: App, controller_address: str | None, broker_names: t
       mqctl getSyncStateSet -a 127.0.0.1:9878 -b broker-a
       mqctl getSyncStateSet -c DefaultCluster --format mqadmin
       mqctl getSyncStateSet -b broker-a -i 2 --count 5
+      mqctl getSyncStateSet -a 10.0.0.5:9878 -n 10.0.0.5:9876 -c DefaultCluster   # a RocketMQ cluster
     """
     if not broker_names and not cluster_name:
         raise UsageError("give -b brokerName or -c clusterName")
+    if namesrv and not broker_names:
+        with app.namesrv(namesrv) as names:
+            broker_names = tuple(bs["brokerName"] for bs in names.broker_sets(None, cluster_name))
     params: dict[str, Any] = {"brokerName": list(broker_names)} if broker_names else {"clusterName": cluster_name}
     with app.controller(controller_address) as client:
         def show() -> None:

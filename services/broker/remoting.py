@@ -11,6 +11,8 @@ codes                  served as
 30, 31                 a queue's max and min offset
 34, 35, 38             consumer groups from client heartbeats: consumers.py; 40 goes to a group's clients
                        when it changes
+21                     every topic's config (TopicConfigSerializeWrapper): what mqadmin's topic listing and
+                       mqctl's consumeMessage ask
 1007, 907              the epoch entries (EpochEntryCache) and replication status (HARuntimeInfo)
 1008                   a hint only: the broker re-reads its role from the controller, never from the body
 other                  REQUEST_CODE_NOT_SUPPORTED
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.broker.consumer_offsets import GROUP_PATTERN, TableFull
 from services.broker.consumers import ConsumerGroups, RegistryFull
+from services.broker.namesrv_registration import topic_table
 from services.broker.record import valid_topic
 from services.broker.remoting_messages import Refusal, to_store_messages
 from services.broker.remoting_pull import MAX_PULL_BYTES, Arrivals, PullRead, hold, read_queue, slave_answer
@@ -48,6 +51,7 @@ from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
 from services.remoting.message import SocketAddress, TagFilter
+from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
 
 if TYPE_CHECKING:
     from services.broker.broker import Broker, PutOutcome
@@ -55,6 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RC = RequestCode
+#: RocketMQ's GET_ALL_TOPIC_CONFIG.
+GET_ALL_TOPIC_CONFIG = 21
 Route = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
 
 #: PullSysFlag bits.
@@ -93,6 +99,7 @@ class BrokerRemoting:
             RC.HEART_BEAT: self._heartbeat, bh.UNREGISTER_CLIENT: self._unregister,
             RC.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, RC.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
             RC.GET_BROKER_HA_STATUS: self._ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: self._role_changed,
+            GET_ALL_TOPIC_CONFIG: self._all_topic_config,
         }
 
     # ------------------------------------------------------------------ wiring
@@ -336,6 +343,11 @@ class BrokerRemoting:
         broker_id = MASTER_ID if self.b.role is Role.MASTER else (data["brokerId"] or 0)
         cache = bodies.EpochEntryCache(data["clusterName"], data["brokerName"], broker_id, entries, data["maxOffset"])
         return _answer(request, ResponseCode.SUCCESS, None, None, cache.encode())
+
+    async def _all_topic_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        names = [str(t["topic"]) for t in self.b.store.topics()]
+        wrapper = TopicConfigSerializeWrapper(topic_table(names, self.b.config.defaultTopicQueueNums))
+        return _answer(request, ResponseCode.SUCCESS, None, None, wrapper.encode())
 
     async def _ha_status(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         return _answer(request, ResponseCode.SUCCESS, None, None, ha_runtime_info(self.b.ha_status()).encode())

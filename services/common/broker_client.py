@@ -1,4 +1,5 @@
-"""HTTP client for brokers, and locating them through the controller (there is no name server)."""
+"""Client for brokers (HTTP, or remoting for a broker that speaks only that), and locating them through
+the controller."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any, Self
 
 import httpx
 
+from services.common.addresses import address_key
 from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
-from services.common.controller_client import ControllerClient, Envelope, address_key, exchange
+from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError, RemoteError, UsageError
+from services.common.wire import Envelope, Wire
 
 
 class BrokerClient:
@@ -20,14 +23,14 @@ class BrokerClient:
     (every caller, when the cluster has no token) could otherwise collect it."""
 
     def __init__(self, timeout: float = 5.0, transport: httpx.BaseTransport | None = None,
-                 token: str | None = None, trusted: Iterable[str] = ()) -> None:
+                 token: str | None = None, trusted: Iterable[str] = (), protocol: str = "auto") -> None:
         self.timeout = timeout
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport)
+        self.wire = Wire(timeout, transport, protocol)
         self._token = token
         self._trusted = {key for key in map(address_key, trusted) if key is not None}
 
     def close(self) -> None:
-        self._client.close()
+        self.wire.close()
 
     def __enter__(self) -> Self:
         return self
@@ -38,8 +41,8 @@ class BrokerClient:
     def request(self, address: str, method: str, path: str, *, json: Any = None, params: Any = None,
                 accept: tuple[int, ...] = ()) -> Envelope:
         headers = auth_headers(self._token) if self._token and address_key(address) in self._trusted else {}
-        env = exchange(self._client, address, method, path, what="broker", headers=headers,
-                       deadline=time.monotonic() + self.timeout, json=json, params=params)
+        env = self.wire.exchange(address, method, path, what="broker", headers=headers,
+                                 deadline=time.monotonic() + self.timeout, json=json, params=params)
         if env.ok or env.code in accept:
             return env
         remark = env.remark or code_name(env.code)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from services.common import controller_client
+from services.common import controller_client, wire
 from tests.unit.cli.conftest import LEADER, MASTER, FakeCluster, Invoke, assert_one_line_error
 
 LIMIT = 2**20  # 1 MiB: enough to exercise the bound cheaply
@@ -17,7 +17,7 @@ LIMIT = 2**20  # 1 MiB: enough to exercise the bound cheaply
 
 @pytest.fixture(autouse=True)
 def small_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(controller_client, "MAX_ANSWER_BYTES", LIMIT)
+    monkeypatch.setattr(wire, "MAX_ANSWER_BYTES", LIMIT)
 
 
 def endless(chunk: bytes = b"x" * 65536) -> Iterator[bytes]:
@@ -48,7 +48,9 @@ def test_an_answer_that_never_ends_is_cut_at_the_deadline(mqctl: Invoke, fake: F
             now[0] += 1.0
             yield b" "
 
-    monkeypatch.setattr(controller_client, "time", SimpleNamespace(monotonic=lambda: now[0], sleep=time.sleep))
+    clock = SimpleNamespace(monotonic=lambda: now[0], sleep=time.sleep)
+    for module in (controller_client, wire):
+        monkeypatch.setattr(module, "time", clock)
     fake.override(LEADER, "/v1/controller/metadata", httpx.Response(200, content=trickle()))
     result = mqctl("getControllerMetaData", "-a", LEADER, timeout="5")
     line = assert_one_line_error(result, 3)

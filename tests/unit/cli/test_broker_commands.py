@@ -89,8 +89,8 @@ class TestGetBrokerEpoch:
         assert ("DefaultCluster/broker-b broker 1 (127.0.0.1:10931): unreachable — broker 127.0.0.1:10931 is "
                 "unreachable: connection failed\n") in out
 
-    def test_namesrv_alias_goes_through_the_follower(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        result = mqctl("get-broker-epoch", "-n", FOLLOWER, "-b", "broker-a", "--format", "mqadmin")
+    def test_a_follower_leads_to_the_leader(self, mqctl: Invoke, fake: FakeCluster) -> None:
+        result = mqctl("get-broker-epoch", "-a", FOLLOWER, "-b", "broker-a", "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == MASTER_EPOCH_MQADMIN + SLAVE_EPOCH_MQADMIN
         assert [r.address for r in fake.hits(path="/v1/controller/syncStateData")] == [FOLLOWER, LEADER]
