@@ -11,6 +11,7 @@ codes                  served as
 30, 31                 a queue's max and min offset
 34, 35, 38             consumer groups from client heartbeats: consumers.py; 40 goes to a group's clients
                        when it changes
+17                     create a topic (mqadmin/mqctl updateTopic): topics.py keeps it on disk
 21                     every topic's config (TopicConfigSerializeWrapper): what mqadmin's topic listing and
                        mqctl's consumeMessage ask
 1007, 907              the epoch entries (EpochEntryCache) and replication status (HARuntimeInfo)
@@ -36,12 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from services.broker.consumer_offsets import GROUP_PATTERN, TableFull
 from services.broker.consumers import ConsumerGroups, RegistryFull
-from services.broker.namesrv_registration import topic_table
+from services.broker.namesrv_registration import AUTO_CREATE_TOPIC, PERM_READ_WRITE, topic_table
 from services.broker.record import valid_topic
 from services.broker.remoting_messages import Refusal, to_store_messages
 from services.broker.remoting_pull import MAX_PULL_BYTES, Arrivals, PullRead, hold, read_queue, slave_answer
 from services.broker.replicas_manager import Role
 from services.broker.store import Message
+from services.broker.topics import TopicsFull
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import bodies
@@ -99,7 +101,7 @@ class BrokerRemoting:
             RC.HEART_BEAT: self._heartbeat, bh.UNREGISTER_CLIENT: self._unregister,
             RC.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, RC.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
             RC.GET_BROKER_HA_STATUS: self._ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: self._role_changed,
-            GET_ALL_TOPIC_CONFIG: self._all_topic_config,
+            GET_ALL_TOPIC_CONFIG: self._all_topic_config, bh.UPDATE_AND_CREATE_TOPIC: self._create_topic,
         }
 
     # ------------------------------------------------------------------ wiring
@@ -343,6 +345,36 @@ class BrokerRemoting:
         broker_id = MASTER_ID if self.b.role is Role.MASTER else (data["brokerId"] or 0)
         cache = bodies.EpochEntryCache(data["clusterName"], data["brokerName"], broker_id, entries, data["maxOffset"])
         return _answer(request, ResponseCode.SUCCESS, None, None, cache.encode())
+
+    async def _create_topic(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        header = bh.CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        refusal = self._topic_refusal(header)
+        if refusal is not None:
+            return _answer(request, *refusal)
+        try:
+            created = await asyncio.to_thread(self.b.store.created_topics.create, header.topic)
+        except TopicsFull as exc:
+            return _answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if created:
+            log.info("topic %s created by %s", header.topic, conn.peer)
+            self.b.namesrv.note_topics([header.topic])
+        return _answer(request, ResponseCode.SUCCESS)
+
+    def _topic_refusal(self, header: bh.CreateTopicRequestHeader) -> tuple[int, str] | None:
+        """Why this broker will not create the topic as asked (code, remark), or None."""
+        queues = self.b.config.defaultTopicQueueNums
+        if self.b.config.authToken:
+            return (ResponseCode.NO_PERMISSION, ("this broker requires its auth token, which the remoting protocol "
+                                                "cannot carry: topics are created on first send"))
+        if not valid_topic(header.topic) or header.topic == AUTO_CREATE_TOPIC:
+            return (ResponseCode.INVALID_PARAMETER, (f"topic {header.topic[:80]!r} is illegal or a system topic: "
+                                                    f"use at most 127 of letters, digits, '%', '|', '_' and '-'"))
+        if header.read_queue_nums != queues or header.write_queue_nums != queues:
+            return (ResponseCode.INVALID_PARAMETER, (f"every topic of this broker has {queues} read and {queues} write "
+                                                    f"queues (defaultTopicQueueNums); ask for -r {queues} -w {queues}"))
+        if header.perm != PERM_READ_WRITE:
+            return (ResponseCode.INVALID_PARAMETER, f"only perm {PERM_READ_WRITE} (read and write) is supported")
+        return None
 
     async def _all_topic_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         names = [str(t["topic"]) for t in self.b.store.topics()]

@@ -26,6 +26,7 @@ from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
 from services.broker.record import MAX_TOPIC_LENGTH, IndexEntry, valid_topic
+from services.broker.topics import TopicRegistry
 from services.common.durable import atomic_write
 from services.common.faults import fault_point
 
@@ -108,6 +109,7 @@ class MessageStore:
         self.queue_nums = queue_nums
         self.max_message_size = max_message_size
         self.checkpoint_path = root / "checkpoint"
+        self.created_topics = TopicRegistry(root / "config" / "topics.json")
         self.next_queue_offsets: dict[tuple[str, int], int] = {}
         self._round_robin: dict[str, int] = {}
         self._confirm_offset = 0
@@ -126,6 +128,7 @@ class MessageStore:
         self.closed = False
         self.root.mkdir(parents=True, exist_ok=True)
         checkpoint = self._load_checkpoint()
+        self.created_topics.load()
         self.commitlog.open(flushed=checkpoint.get("flushedOffset", 0))
         try:
             self._recover(checkpoint)
@@ -384,7 +387,8 @@ class MessageStore:
         return remark
 
     def topics(self) -> list[dict[str, object]]:
-        names = sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues})
+        names = sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues}
+                       | self.created_topics.names)
         result: list[dict[str, object]] = []
         for topic in names:
             queue_rows: list[dict[str, object]] = []

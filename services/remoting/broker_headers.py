@@ -21,6 +21,8 @@ from services.remoting.headers import CustomHeader, _bool, _int, _long, _string
 
 __all__ = [
     "BROKER_REQUEST_HEADERS",
+    "UPDATE_AND_CREATE_TOPIC",
+    "CreateTopicRequestHeader",
     "BROKER_RESPONSE_HEADERS",
     "GET_ALL_CONSUMER_OFFSET",
     "NOTIFY_CONSUMER_IDS_CHANGED",
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 #: RocketMQ's request codes for the client calls served here that command.RequestCode does not name.
+UPDATE_AND_CREATE_TOPIC = 17
 UNREGISTER_CLIENT = 35
 NOTIFY_CONSUMER_IDS_CHANGED = 40
 GET_ALL_CONSUMER_OFFSET = 43
@@ -260,6 +263,23 @@ class NotifyConsumerIdsChangedRequestHeader(CustomHeader):
     consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CreateTopicRequestHeader(CustomHeader):
+    """17 UPDATE_AND_CREATE_TOPIC (header/CreateTopicRequestHeader): an administrator creates or updates a
+    topic on one broker. ``attributes`` is AttributeParser's ``+a=b,+c=d`` text."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    default_topic: str = _string("defaultTopic", required=True, default=MISSING)
+    read_queue_nums: int = _int("readQueueNums", required=True, default=MISSING)
+    write_queue_nums: int = _int("writeQueueNums", required=True, default=MISSING)
+    perm: int = _int("perm", required=True, default=MISSING)
+    topic_filter_type: str = _string("topicFilterType", required=True, default=MISSING)
+    topic_sys_flag: int | None = _int("topicSysFlag")
+    order: bool = _bool("order", required=True, default=False)
+    attributes: str | None = _string("attributes")
+    force: bool = _bool("force", default=False)
+
+
 #: The request header class of each broker request code that has one.
 BROKER_REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
@@ -272,6 +292,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
     UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+    UPDATE_AND_CREATE_TOPIC: CreateTopicRequestHeader,
     NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
 }
 

@@ -95,6 +95,11 @@ def cluster() -> Iterator[Cluster]:
     c.slave.answers[310] = Reply(14, "service not available now. It may be caused by one of the following reasons: "
                                      "the broker's disk is full, messages are put to the slave, message store has "
                                      "been shut down, etc.")
+    c.master.answers[21] = Reply(0, None, "{}", (
+        b'{"dataVersion":{"counter":3,"stateVersion":0,"timestamp":1700000000000},"topicConfigTable":{'
+        b'"TBW102":{"attributes":{},"order":false,"perm":7,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",'
+        b'"topicName":"TBW102","topicSysFlag":0,"writeQueueNums":8}}}'))
+    c.master.answers[17] = Reply(0)
     yield c
     for server in servers:
         server.close()
@@ -224,3 +229,14 @@ def test_what_rocketmq_cannot_answer_is_said_clearly(cluster: Cluster) -> None:
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert "request type 1006 not supported" in result.stderr
+
+
+def test_update_topic_on_a_rocketmq_broker(cluster: Cluster) -> None:
+    out = ok("updateTopic", "-t", "TopicTest", "-b", cluster.master.address, "--format", "mqadmin")
+    assert out == (f"create topic to {cluster.master.address} success.\n"
+                   "TopicConfig [topicName=TopicTest, readQueueNums=8, writeQueueNums=8, perm=RW-, "
+                   "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}]\n")
+    (create,) = [r for r in cluster.master.requests if r.code == 17]
+    assert create.ext_fields == {"topic": "TopicTest", "defaultTopic": "TBW102", "readQueueNums": "8",
+                                 "writeQueueNums": "8", "perm": "6", "topicFilterType": "SINGLE_TAG",
+                                 "topicSysFlag": "0", "order": "false", "force": "false"}

@@ -4,6 +4,7 @@ bytes travel; and ``-n`` finds brokers through our controllers acting as the nam
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -14,6 +15,12 @@ from pathlib import Path
 import pytest
 
 from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from services.common.codes import ResponseCode
+from services.common.remoting_client import RemotingClient
+from services.remoting import headers as h
+from services.remoting.command import RemotingCommand, RequestCode, make_request
+from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
+from tests.integration.conftest import poll
 from tests.integration.test_broker import wait_role
 from tests.integration.test_replication import HA
 
@@ -77,3 +84,52 @@ def test_admin_commands_answer_the_same_over_both_protocols(controllers: Control
     elected = mqctl("remoting", "electMaster", "-a", a, "-c", CLUSTER, "-bn", GROUP, "-b", "2", "--format", "json")
     assert json.loads(elected)["masterAddress"] == slave.address
     wait_role(slave, "MASTER")
+
+
+def _topics_of(address: str) -> set[str]:
+    async def ask() -> RemotingCommand:
+        client = RemotingClient(timeout_s=5.0)
+        try:
+            return await client.call(address, make_request(21, 0))
+        finally:
+            await client.close()
+    answer = asyncio.run(ask())
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return set(TopicConfigSerializeWrapper.decode(answer.body).topic_config_table)
+
+
+def _routed(controller: str, topic: str) -> bool:
+    async def ask() -> RemotingCommand:
+        client = RemotingClient(timeout_s=5.0)
+        try:
+            return await client.call(controller, make_request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, 0, h.GetRouteInfoRequestHeader(topic=topic).to_ext_fields()))
+        finally:
+            await client.close()
+    return asyncio.run(ask()).code == ResponseCode.SUCCESS
+
+
+def test_update_topic_creates_it_on_every_replica_and_it_survives_a_restart(
+        controllers: ControllerCluster, group: list[BrokerNode]) -> None:
+    master, slave = group
+    out = mqctl("auto", "updateTopic", "-t", "Created", "-c", CLUSTER, "-a", controllers.addresses,
+                "--format", "mqadmin")
+    assert out == (f"create topic to {master.address} success.\ncreate topic to {slave.address} success.\n"
+                   "TopicConfig [topicName=Created, readQueueNums=4, writeQueueNums=4, perm=RW-, "
+                   "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}]\n")
+    assert "Created" in _topics_of(master.address) and "Created" in _topics_of(slave.address)
+    # the brokers tell the name server (our controllers) at once: clients find a route before any message
+    poll(lambda: all(_routed(c, "Created") for c in controllers.addresses.split(";")), 30, "a route for Created")
+
+    slave.kill()
+    slave.start()
+    wait_role(slave, "SLAVE")
+    assert "Created" in _topics_of(slave.address)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
+    refused = subprocess.run([sys.executable, "-m", "mqctl", "updateTopic", "-t", "Other", "-b", master.address,
+                              "-r", "8", "-w", "8"], capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert refused.returncode == 4
+    assert refused.stderr.strip() == (f"Error: broker {master.address}: every topic of this broker has 4 read and 4 "
+                                      "write queues (defaultTopicQueueNums); ask for -r 4 -w 4 [INVALID_PARAMETER]")
+    assert "Other" not in _topics_of(master.address)

@@ -121,6 +121,10 @@ def test_pull_response_header_wire_names() -> None:
     (bh.GetConsumerListByGroupRequestHeader, {"consumerGroup": "g"}),
     (bh.UnregisterClientRequestHeader, {"clientID": "127.0.0.1@1", "consumerGroup": "g"}),
     (bh.NotifyConsumerIdsChangedRequestHeader, {"consumerGroup": "g"}),
+    # as mqadmin's updateTopic sends it (MQClientAPIImpl.createTopic; attributes absent when not given)
+    (bh.CreateTopicRequestHeader, {"topic": "TopicTest", "defaultTopic": "TBW102", "readQueueNums": "8",
+                                   "writeQueueNums": "8", "perm": "6", "topicFilterType": "SINGLE_TAG",
+                                   "topicSysFlag": "0", "order": "false", "force": "false"}),
     (bh.QueryConsumerOffsetResponseHeader, {"offset": "5"}),
     (bh.GetMaxOffsetResponseHeader, {"offset": "5"}),
     (bh.GetMinOffsetResponseHeader, {"offset": "0"}),
@@ -139,5 +143,6 @@ def test_numbers_are_checked_and_named() -> None:
 
 def test_every_header_class_is_mapped_and_the_codes_are_rocketmqs() -> None:
     assert (bh.UNREGISTER_CLIENT, bh.NOTIFY_CONSUMER_IDS_CHANGED, bh.GET_ALL_CONSUMER_OFFSET) == (35, 40, 43)
-    assert set(bh.BROKER_REQUEST_HEADERS) == {10, 310, 320, 11, 14, 15, 30, 31, 38, 35, 40}
+    assert bh.UPDATE_AND_CREATE_TOPIC == 17
+    assert set(bh.BROKER_REQUEST_HEADERS) == {10, 310, 320, 11, 14, 15, 17, 30, 31, 38, 35, 40}
     assert set(bh.BROKER_RESPONSE_HEADERS) == {10, 310, 320, 11, 14, 30, 31}
