@@ -9,8 +9,11 @@ follower controller, a separate name server, and two brokers of broker-a (master
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -240,3 +243,30 @@ def test_update_topic_on_a_rocketmq_broker(cluster: Cluster) -> None:
     assert create.ext_fields == {"topic": "TopicTest", "defaultTopic": "TBW102", "readQueueNums": "8",
                                  "writeQueueNums": "8", "perm": "6", "topicFilterType": "SINGLE_TAG",
                                  "topicSysFlag": "0", "order": "false", "force": "false"}
+
+
+@pytest.mark.parametrize("answer", [
+    struct.pack(">i", 0x7FFFFFFF),  # a frame longer than any answer: refused before it is read
+    struct.pack(">ii", 8, 0x01000004) + b"\xff" * 4,  # a binary header that ends inside its first field
+    struct.pack(">ii", 12, 8) + b'{"code":', # a JSON header cut short
+])
+def test_a_hostile_answer_is_a_clear_error(answer: bytes) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+
+        def serve() -> None:
+            for _ in range(2):  # the HTTP probe, then the remoting request
+                conn, _ = server.accept()
+                with conn:
+                    first = conn.recv(4096)
+                    if not first.startswith(b"GET "):
+                        conn.sendall(answer)
+                        conn.recv(1)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        result = mqctl("getControllerMetaData", "-a", address)
+    assert result.returncode in (3, 4), result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.startswith("Error: ")
