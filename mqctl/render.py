@@ -128,7 +128,8 @@ def show_elect(app: App, fmt: str, data: dict[str, Any]) -> None:
         text = (f"\n#ClusterName\t{_java(doc['clusterName'])}\n#BrokerName\t{_java(doc['brokerName'])}"
                 f"\n#BrokerMasterAddr\t{_java(doc['masterAddress'])}\n#MasterEpoch\t{_java(doc['masterEpoch'])}"
                 f"\n#SyncStateSetEpoch\t{_java(doc['syncStateSetEpoch'])}\n")
-        text += "".join(f"\t#Broker\t{b['brokerId']}\t{b['brokerAddress']}\n" for b in doc["brokers"])
+        # no "#Broker" lines: mqadmin reads the answer's body as a BrokerMemberGroup, whose field names it
+        # does not match, so its member list is always empty (docs/compatibility.md)
         app.print_text(text)
         return
     app.print(Text(f"Broker {doc['masterBrokerId']} ({doc['masterAddress']}) is master of "

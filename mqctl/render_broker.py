@@ -72,11 +72,11 @@ def show_epochs(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
     if fmt == "mqadmin":
         text = ""
         for r in rows:
+            if not r.get("reachable", True):
+                continue  # mqadmin prints nothing for a broker that does not answer (the error goes to stderr)
             shown_id = 0 if r.get("role") == "MASTER" else r["brokerId"]
             text += (f"\n#clusterName\t{r['clusterName']}\n#brokerName\t{r['brokerName']}\n"
                      f"#brokerAddr\t{r['brokerAddr']}\n#brokerId\t{shown_id}")
-            if not r.get("reachable", True):
-                text += f"\n#Error\t{r.get('error')}"
             text += "".join(f"\n#Epoch: {_entry_text(e)}" for e in r["epochEntries"]) + "\n"
         app.print_text(text)
         return
@@ -95,10 +95,14 @@ def show_epochs(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
 
 
 def _ms_text(ms: object) -> str:
-    if not isinstance(ms, int) or ms <= 0:
-        return "null"
+    """As RocketMQ's UtilAll.timeMillisToHumanString2: local time, ``yyyy-MM-dd HH:mm:ss,SSS`` (0 is the epoch)."""
     import datetime
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    millis = ms if isinstance(ms, int) and not isinstance(ms, bool) else 0
+    try:
+        at = datetime.datetime.fromtimestamp(millis / 1000).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return str(millis)
+    return at.strftime("%Y-%m-%d %H:%M:%S") + f",{millis % 1000:03d}"
 
 
 @terminal_safe
@@ -134,7 +138,7 @@ def show_ha_status(app: App, fmt: str, rows: list[dict[str, Any]]) -> None:
 
 def _ha_mqadmin(r: dict[str, Any]) -> str:
     if not r.get("reachable", True):
-        return f"\n#BrokerAddr\t{r['brokerAddr']}\n#Error\t{r.get('error')}\n"
+        return ""  # as mqadmin: nothing on stdout for a broker that does not answer; the error goes to stderr
     if r["role"] == "MASTER":
         slaves = r.get("slaves", [])
         text = (f"\n#MasterAddr\t{r['brokerAddr']}\n#MasterCommitLogMaxOffset\t{r['maxOffset']}\n"
@@ -146,6 +150,7 @@ def _ha_mqadmin(r: dict[str, Any]) -> str:
                 s["slaveAddress"], s["ackOffset"], s["lag"], s["transferSpeedKBps"],
                 "OK" if s["inSync"] else "Fall Behind", s["transferFromWhere"])
         return text
-    return (f"\n#MasterAddr\t{r.get('masterAddress') or 'null'}\n#CommitLogMaxOffset\t{r['maxOffset']}\n"
+    master = r.get("masterHaAddress") or r.get("masterAddress")  # RocketMQ shows the master's HA address
+    return (f"\n#MasterAddr\t{master or 'null'}\n#CommitLogMaxOffset\t{r['maxOffset']}\n"
             f"#TransferSpeed(KB/s)\t{0.0:.2f}\n#LastReadTime\t{_ms_text(r.get('lastReadTimestamp'))}\n"
             f"#LastWriteTime\t{_ms_text(r.get('lastWriteTimestamp'))}\n#MasterFlushOffset\t{r.get('confirmOffset')}\n")

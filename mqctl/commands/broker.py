@@ -207,24 +207,30 @@ def get_broker_epoch(app: App, broker_name: str | None, cluster_name: str | None
       mqctl getBrokerEpoch -c DefaultCluster --format mqadmin
       mqctl getBrokerEpoch -n 127.0.0.1:9876 -b broker-a     # a RocketMQ cluster, as mqadmin
     """
-    unreachable: list[str] = []
+    unreachable: list[dict[str, Any]] = []
     with app.brokers() as brokers:
         def show() -> None:
             rows = []
             for bs in _broker_sets(app, controller_address, namesrv, broker_name, cluster_name):
                 for broker_id, address in replica_addresses(bs):
                     rows.append(_epoch_row(brokers, bs, broker_id, address))
-            unreachable[:] = [r["brokerAddr"] for r in rows if not r["reachable"]]
+            unreachable[:] = [r for r in rows if not r["reachable"]]
             render_broker.show_epochs(app, fmt, rows)
         finished = app.watch(show, interval, count, in_place=fmt == "table")
     _fail_if_unanswered(finished, unreachable, "epoch entries")
 
 
-def _fail_if_unanswered(finished: bool, unreachable: list[str], what: str) -> None:
+def _fail_if_unanswered(finished: bool, unreachable: list[dict[str, Any]], what: str) -> None:
     """Every row is printed; then, as getControllerConfig does, a broker that gave no answer (in the last
-    refresh of a watch that was not stopped with Ctrl-C) makes the command fail with exit 3."""
+    refresh of a watch that was not stopped with Ctrl-C) makes the command fail with exit 3, saying why
+    (the mqadmin format prints nothing for it on stdout)."""
     if finished and unreachable:
-        raise UnreachableError(f"no {what} from broker {', '.join(unreachable)}", unreachable)
+        reasons = [f"{r['brokerAddr']} ({_reason(r['brokerAddr'], str(r.get('error')))})" for r in unreachable]
+        raise UnreachableError(f"no {what} from broker {'; '.join(reasons)}", [r["brokerAddr"] for r in unreachable])
+
+
+def _reason(address: str, error: str) -> str:
+    return error.removeprefix(f"broker {address} is ").removeprefix(f"broker {address}: ")
 
 
 def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, address: str) -> dict[str, Any]:
@@ -241,7 +247,8 @@ def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, addres
 
 # ---------------------------------------------------------------------- haStatus
 @click.command("haStatus")
-@click.option("-b", "--brokerName", "broker_name", help="Every replica of this broker-set.")
+@click.option("-b", "--brokerName", "broker_name",
+              help="Every replica of this broker-set; a host:port is one broker's address, as mqadmin's -b.")
 @click.option("-c", "--clusterName", "cluster_name", help="Every replica of every broker-set of this cluster.")
 @click.option("--brokerAddr", "broker_addr", help="Just this broker.")
 @click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
@@ -260,8 +267,10 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
       mqctl haStatus --brokerAddr 127.0.0.1:10911 --format mqadmin
       mqctl haStatus -c DefaultCluster -i 1
     """
+    if broker_name and ":" in broker_name and not broker_addr:  # mqadmin's haStatus -b is an address
+        broker_addr, broker_name = broker_name, None
     given = _given(broker_addr)
-    unreachable: list[str] = []
+    unreachable: list[dict[str, Any]] = []
     with app.brokers(given) as brokers:
         def show() -> None:
             addresses = [given] if given else [
@@ -275,7 +284,7 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
                     rows.append(row)
                 except MqctlError as exc:
                     rows.append({"brokerAddr": address, "reachable": False, "error": str(exc)})
-            unreachable[:] = [r["brokerAddr"] for r in rows if not r["reachable"]]
+            unreachable[:] = [r for r in rows if not r["reachable"]]
             render_broker.show_ha_status(app, fmt, rows)
         finished = app.watch(show, interval, count, in_place=fmt == "table")
     _fail_if_unanswered(finished, unreachable, "status")

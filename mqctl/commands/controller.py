@@ -146,6 +146,8 @@ def get_sync_state_set(app: App, controller_address: str | None, broker_names: t
             brokers = env.data["brokers"]
             missing = [n for n in broker_names if n not in {b["brokerName"] for b in brokers}]
             render.show_sync_state(app, fmt, brokers)
+            if fmt == "mqadmin":
+                return  # mqadmin prints nothing for a broker-set the controller does not know, and succeeds
             if missing:
                 raise UsageError(f"broker-set {', '.join(missing)} is not known to the controller")
             if not brokers:
@@ -177,7 +179,8 @@ def elect_master(app: App, controller_address: str | None, cluster_name: str, br
         env = client.call("POST", "/v1/controller/electMaster", json={
             "clusterName": cluster_name, "brokerName": broker_name, "brokerId": broker_id,
             "designateElect": True})
-    render.show_elect(app, fmt, env.data)
+    # mqadmin echoes the names it was given, whatever the answer says
+    render.show_elect(app, fmt, {**env.data, "clusterName": cluster_name, "brokerName": broker_name})
 
 
 # ---------------------------------------------------------------------- cleanBrokerMetadata

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,7 +173,7 @@ class FakeCluster:
         host = request.url.host
         address = f"[{host}]:{request.url.port}" if ":" in host else f"{host}:{request.url.port}"
         path = request.url.path
-        params = {k: request.url.params.get_list(k) for k in request.url.params.keys()}
+        params = {k: request.url.params.get_list(k) for k in request.url.params}
         body = json.loads(request.content) if request.content else None
         self.requests.append(Recorded(address, request.method, path, params, body, str(request.url),
                                       dict(request.headers)))
@@ -316,6 +317,13 @@ class FakeCluster:
             return envelope(0, {"status": status, "nextBeginOffset": offset + len(batch), "minOffset": 0,
                                 "maxOffset": len(queue), "messages": copy.deepcopy(batch)})
         return envelope(3, None, f"no such route: {method} {path}")
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mqadmin prints times in the local zone: the expected texts are written for UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
 
 
 @pytest.fixture

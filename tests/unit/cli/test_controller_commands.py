@@ -6,8 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.unit.cli.conftest import (DEAD_CONTROLLER, FOLLOWER, LEADER, FakeCluster, Invoke,
-                                     assert_one_line_error, envelope)
+from tests.unit.cli.conftest import (
+    DEAD_CONTROLLER,
+    FOLLOWER,
+    LEADER,
+    FakeCluster,
+    Invoke,
+    assert_one_line_error,
+    envelope,
+)
 
 SYNC_PATH = "/v1/controller/syncStateData"
 
@@ -191,17 +198,23 @@ class TestGetSyncStateSet:
         assert [r.address for r in fake.hits(path=SYNC_PATH)] == [DEAD_CONTROLLER, FOLLOWER, LEADER]
 
     def test_unknown_broker_name_is_a_usage_error_after_printing_the_known(self, mqctl: Invoke) -> None:
-        result = mqctl("getSyncStateSet", "-b", "broker-a", "-b", "nope", "--format", "mqadmin")
-        assert result.stdout == BROKER_A_MQADMIN
+        result = mqctl("getSyncStateSet", "-b", "broker-a", "-b", "nope")
+        assert "broker-a" in result.stdout
         assert_one_line_error(result, 2, "broker-set nope is not known to the controller")
 
     def test_only_unknown_broker_name(self, mqctl: Invoke) -> None:
-        result = mqctl("getSyncStateSet", "-b", "nope", "--format", "mqadmin")
-        assert result.stdout == ""
+        result = mqctl("getSyncStateSet", "-b", "nope", "--format", "json")
+        assert result.stdout == '{\n  "brokers": []\n}\n'
         assert_one_line_error(result, 2, "broker-set nope is not known to the controller")
 
+    def test_unknown_names_print_nothing_in_the_mqadmin_format_as_mqadmin(self, mqctl: Invoke) -> None:
+        result = mqctl("getSyncStateSet", "-b", "broker-a", "-b", "nope", "--format", "mqadmin")
+        assert (result.exit_code, result.stdout, result.stderr) == (0, BROKER_A_MQADMIN, "")
+        result = mqctl("getSyncStateSet", "-b", "nope", "--format", "mqadmin")
+        assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+
     def test_unknown_cluster(self, mqctl: Invoke) -> None:
-        result = mqctl("getSyncStateSet", "-c", "NoSuchCluster", "--format", "mqadmin")
+        result = mqctl("getSyncStateSet", "-c", "NoSuchCluster")
         assert_one_line_error(result, 2, "cluster NoSuchCluster has no broker-set registered in the controller")
 
     def test_missing_b_and_c(self, mqctl: Invoke, fake: FakeCluster) -> None:
@@ -251,9 +264,8 @@ class TestElectMaster:
         result = mqctl(*ELECT_ARGS, "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == ("\n#ClusterName\tDefaultCluster\n#BrokerName\tbroker-a"
-                                 "\n#BrokerMasterAddr\t127.0.0.1:10921\n#MasterEpoch\t4\n#SyncStateSetEpoch\t6\n"
-                                 "\t#Broker\t1\t127.0.0.1:10911\n"
-                                 "\t#Broker\t2\t127.0.0.1:10921\n")
+                                 "\n#BrokerMasterAddr\t127.0.0.1:10921\n#MasterEpoch\t4\n#SyncStateSetEpoch\t6\n")
+        # no "#Broker" lines: mqadmin reads the member group with the wrong field names, so prints none
         [request] = fake.hits(path="/v1/controller/electMaster")
         assert request.address == LEADER and request.method == "POST"
         assert request.body == {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 2,

@@ -144,7 +144,7 @@ class TestServerData:
 # ====================================================================== user input
 class TestUserInput:
     def test_unknown_broker_name_in_the_error_line(self, mqctl: Invoke) -> None:
-        result = mqctl("getSyncStateSet", "-b", HOSTILE, "--format", "mqadmin")
+        result = mqctl("getSyncStateSet", "-b", HOSTILE)
         line = assert_one_line_error(result, 2)
         assert line == f"Error: broker-set {SHOWN} is not known to the controller"
         assert_inert(result.stderr)
