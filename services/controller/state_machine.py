@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,15 @@ class ControllerResult:
     @property
     def ok(self) -> bool:
         return self.code == ResponseCode.SUCCESS
+
+
+#: A broker id as Long.valueOf reads one (an optional sign, then digits; at most a long's 19).
+_DECIMAL_ID = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+def _java(value: object) -> str:
+    """A value as Java's String.format %s writes it (null for None)."""
+    return "null" if value is None else str(value)
 
 
 def _fail(code: ResponseCode, remark: str, data: dict[str, Any] | None = None) -> ControllerResult:
@@ -442,15 +452,15 @@ class ReplicasInfoManager:
         if bs.masterBrokerId is None or bs.masterBrokerId != master_id:
             return _fail(ResponseCode.CONTROLLER_INVALID_MASTER,
                          f"Rejecting alter syncStateSet request because the current leader is:"
-                         f"{bs.masterBrokerId}, not {master_id}")
+                         f"{{{_java(bs.masterBrokerId)}}}, not {{{master_id}}}")
         if master_epoch != bs.masterEpoch:
             return _fail(ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH,
                          f"Rejecting alter syncStateSet request because the current master epoch is:"
-                         f"{bs.masterEpoch}, not {master_epoch}")
+                         f"{{{bs.masterEpoch}}}, not {{{master_epoch}}}")
         if sync_state_set_epoch != bs.syncStateSetEpoch:
             return _fail(ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
                          f"Rejecting alter syncStateSet request because the current syncStateSet epoch is:"
-                         f"{bs.syncStateSetEpoch}, not {sync_state_set_epoch}")
+                         f"{{{bs.syncStateSetEpoch}}}, not {{{sync_state_set_epoch}}}")
         key = bs.brokers[master_id].publicKey if master_id in bs.brokers else ""
         if key and not alter_signature_ok(
                 key, signature, broker_name, master_id, master_epoch, proposed, sync_state_set_epoch):
@@ -459,16 +469,16 @@ class ReplicasInfoManager:
         for broker_id in sorted(proposed):
             if broker_id not in bs.brokers:
                 return _fail(ResponseCode.CONTROLLER_INVALID_REPLICAS,
-                             f"Rejecting alter syncStateSet request because the replicas {broker_id} "
+                             f"Rejecting alter syncStateSet request because the replicas {{{broker_id}}} "
                              f"don't exist")
             if not alive(bs.clusterName, broker_name, broker_id):
                 return _fail(ResponseCode.CONTROLLER_BROKER_NOT_ALIVE,
-                             f"Rejecting alter syncStateSet request because the replicas {broker_id} "
+                             f"Rejecting alter syncStateSet request because the replicas {{{broker_id}}} "
                              f"don't alive")
         if bs.masterBrokerId not in proposed:
             return _fail(ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
                          f"Rejecting alter syncStateSet request because the newSyncStateSet don't contains "
-                         f"origin leader {bs.masterBrokerId}")
+                         f"origin leader {{{_java(bs.masterBrokerId)}}}")
         members = tuple(sorted(proposed))
         return ControllerResult(
             data={"newSyncStateSetEpoch": bs.syncStateSetEpoch + 1, "syncStateSet": list(members)},
@@ -479,12 +489,13 @@ class ReplicasInfoManager:
         bs = self.broker_sets.get(broker_name)
         ids: tuple[int, ...] | None = None
         if ids_to_clean and ids_to_clean.strip():
-            try:
-                ids = tuple(sorted({int(p) for p in ids_to_clean.split(";") if p.strip()})) or None
-            except ValueError as exc:
+            bad = next((p for p in ids_to_clean.split(";") if p.strip() and not _DECIMAL_ID.fullmatch(p.strip())),
+                       None)
+            if bad is not None:  # the remark as RocketMQ's Long.valueOf failure reads
                 return _fail(ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
                              "Please set the option <brokerControllerIdsToClean> according to the format, "
-                             f"exception: {exc}")
+                             f'exception: java.lang.NumberFormatException: For input string: "{bad}"')
+            ids = tuple(sorted({int(p) for p in ids_to_clean.split(";") if p.strip()})) or None
         if not clean_living:
             refusal = self._refuse_living_clean(bs, broker_name, cluster, ids, alive)
             if refusal is not None:
