@@ -8,22 +8,35 @@ from services.common.errors import ConfigError
 
 
 def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
+    """Java's ``Properties.load`` reading, which RocketMQ uses for its .conf files: a key ends at the first
+    ``=``, ``:`` or whitespace; after whitespace one ``=`` or ``:`` may follow; the rest is the value. A
+    line that is only a key has the value "". (Backslash escapes and continued lines are not read.)"""
     result: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
-        for sep in ("=", ":"):
-            if sep in line:
-                key, value = line.split(sep, 1)
-                break
-        else:
-            raise ConfigError(f"{source}:{number}: expected 'key=value', got {raw.strip()!r}")
-        key = key.strip()
+        key, value = _split_line(line)
         if not key:
             raise ConfigError(f"{source}:{number}: empty property name")
-        result[key] = value.strip()
+        result[key] = value
     return result
+
+
+def _split_line(line: str) -> tuple[str, str]:
+    end = next((i for i, c in enumerate(line) if c in _SEPARATORS), len(line))
+    key, rest = line[:end], line[end:]
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:]
+    else:  # ended at whitespace (or the line): one '=' or ':' may still come
+        rest = rest.lstrip(_BLANKS)
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:]
+    return key, rest.strip()
+
+
+_BLANKS = " \t\f"
+_SEPARATORS = "=:" + _BLANKS
 
 
 def load_properties(path: str | Path) -> dict[str, str]:

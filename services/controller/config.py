@@ -20,6 +20,7 @@ from services.common.httplimits import (
     HttpLimits,
 )
 from services.common.props import to_bool, to_int
+from services.common.rocketmq_properties import CONTROLLER_PROPERTIES
 from services.controller.heartbeat import MAX_HEARTBEAT_TIMEOUT_MS
 
 DEFAULT_STORE = "~/mqctl/controller"
@@ -70,6 +71,9 @@ class ControllerConfig:
     httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
     httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
     httpBodyTimeoutMillis: int = DEFAULT_BODY_TIMEOUT_MS
+    #: Refuse to start on a property name neither mqctl nor RocketMQ knows (default: warn and start,
+    #: as RocketMQ ignores what it does not use).
+    strictConfig: bool = False
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -174,25 +178,35 @@ RUNTIME_UPDATABLE = frozenset({
 BLACK_LIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome", "controllerStorePath",
                         "controllerRaftPassword", "controllerRaftPasswordFile", "authToken"})
 
-#: Properties RocketMQ's controller has that we accept and ignore (with a warning).
+#: Properties RocketMQ's controller has that we accept and ignore (with a warning); every other property
+#: of RocketMQ's controller or name server (rocketmq_properties.py) is ignored the same way.
 IGNORED = frozenset({"controllerType", "mappedFileSize", "controllerThreadPoolNums",
                      "controllerRequestThreadPoolQueueCapacity", "isProcessReadEvent", "rocketmqHome",
-                     "metricsExporterType", "configBlackList", "jraftConfig"})
+                     "metricsExporterType", "configBlackList", "jraftConfig"}) | (CONTROLLER_PROPERTIES - FIELD_NAMES)
 
 
 def config_from_properties(props: dict[str, str], base: ControllerConfig | None = None,
                            warnings: list[str] | None = None) -> ControllerConfig:
-    """Overlay ``props`` (strings, RocketMQ names) on ``base``; unknown keys are errors."""
+    """Overlay ``props`` (strings, RocketMQ names) on ``base``.
+
+    With a ``warnings`` list (a configuration read at start), a property RocketMQ defines but mqctl does not
+    use is accepted with a warning, and so is a name nobody knows (RocketMQ ignores what it does not use)
+    unless ``strictConfig`` is true. Without one (a change to a running controller), both are errors."""
     cfg = base or ControllerConfig()
+    strict = warnings is None or to_bool(props.get("strictConfig", str(cfg.strictConfig).lower()), "strictConfig")
     updates: dict[str, Any] = {}
     types = {f.name: f.type for f in fields(ControllerConfig)}
     for key, raw in props.items():
-        if key in IGNORED:
+        if key in IGNORED and key not in FIELD_NAMES:
             if warnings is not None:
                 warnings.append(f"property {key} has no effect in mqctl's controller and is ignored")
             continue
         if key not in FIELD_NAMES:
-            raise ConfigError(f"unknown controller property {key!r}")
+            if strict:
+                raise ConfigError(f"unknown controller property {key!r}")
+            assert warnings is not None
+            warnings.append(f"unknown controller property {key!r} is ignored (strictConfig=true refuses it)")
+            continue
         updates[key] = convert_value(key, raw, str(types[key]))
     return replace(cfg, **updates)
 
