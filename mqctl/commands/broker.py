@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 import click
@@ -9,11 +11,17 @@ import click
 from mqctl import render_broker
 from mqctl.app import App, pass_app
 from mqctl.commands.controller import CONTROLLER_ADDR_HELP, _overrides, format_option, watch_options
+from services.common import remoting_admin
+from services.common.addresses import split_address
 from services.common.broker_client import BrokerClient, broker_sets, master_address, replica_addresses
 from services.common.codes import ResponseCode
 from services.common.controller_client import check_address
 from services.common.errors import MqctlError, RemoteError, UnreachableError, UsageError
+from services.common.remoting_blocking import BlockingRemoting
+from services.remoting.command import RemotingCommand
 
+#: A consumer group name as brokers accept it (RocketMQ's topic/group character rule).
+GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 NAMESRV_HELP = ("Name server address(es), ';'-separated: find the brokers through GET_BROKER_CLUSTER_INFO as mqadmin "
                 "does (a RocketMQ name server, or our controllers). Without it, the controller (-a) is asked.")
 
@@ -140,41 +148,96 @@ def _send(brokers: BrokerClient, address: str, payload: dict[str, Any], follow: 
 @click.option("-t", "--topic", required=True, help="Topic.")
 @click.option("-q", "--queueId", "queue_id", type=click.IntRange(min=0), default=None,
               help="Queue id (default: every queue).")
-@click.option("-o", "--offset", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Queue offset to start from.")
+@click.option("-o", "--offset", type=click.IntRange(min=0), default=None,
+              help="Queue offset to start from (default 0; with -g, where the group stopped).")
 @click.option("-n", "--count", type=click.IntRange(min=1), default=32, show_default=True,
               help="Maximum number of messages.")
+@click.option("-g", "--consumerGroup", "group", default=None,
+              help="Consume as this consumer group: start where it stopped and commit what was read (the "
+                   "broker keeps it, and copies it to its slaves).")
+@click.option("--consumeFromWhere", "from_where", type=click.Choice(["first", "last"]), default="first",
+              show_default=True, help="With -g: where a group with no committed offset starts.")
 @click.option("-c", "--clusterName", "cluster_name", help="Cluster (its first master).")
 @click.option("-b", "--brokerName", "broker_name", help="Broker name; its master is found through the controller.")
 @click.option("--brokerAddr", "broker_addr", help="Read from this broker address (e.g. a slave).")
 @click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
 @format_option
 @pass_app
-def consume_message(app: App, topic: str, queue_id: int | None, offset: int, count: int,
-                    cluster_name: str | None, broker_name: str | None, broker_addr: str | None,
+def consume_message(app: App, topic: str, queue_id: int | None, offset: int | None, count: int, group: str | None,
+                    from_where: str, cluster_name: str | None, broker_name: str | None, broker_addr: str | None,
                     controller_address: str | None, fmt: str) -> None:
     """Read messages of a topic (only confirmed messages are readable).
+
+    With -g the group's committed offsets are used and moved on, as a RocketMQ consumer's are (over
+    RocketMQ's own requests, so this also works against a RocketMQ broker); after a failover the new master
+    has them, so the group goes on where it stopped.
 
     \b
     Examples:
       mqctl consumeMessage -t TopicTest -b broker-a
       mqctl consumeMessage -t TopicTest -q 0 -o 100 -n 10 --brokerAddr 127.0.0.1:10911 --format json
+      mqctl consumeMessage -t TopicTest -b broker-a -g my-group -n 100
     """
+    if group is not None and not GROUP_NAME.fullmatch(group):
+        raise UsageError(f"bad consumer group {group!r}: use 1-255 letters, digits, '%', '|', '_' and '-'")
     address = _given(broker_addr) or _find_master(app, controller_address, broker_name, cluster_name)
     messages: list[dict[str, Any]] = []
-    with app.brokers(broker_addr) as brokers:
-        queues = [queue_id] if queue_id is not None else _queue_ids(brokers, address, topic)
-        for qid in queues:
-            next_offset = offset
-            while len(messages) < count:
-                data = brokers.request(address, "GET", "/v1/broker/pullMessage", params={
-                    "topic": topic, "queueId": qid, "queueOffset": next_offset,
-                    "maxNums": min(1024, count - len(messages))}).data
-                messages.extend(data["messages"])
-                if data["status"] != "FOUND":
-                    break
-                next_offset = data["nextBeginOffset"]
+    offsets = GroupOffsets(address, app.timeout, group, from_where) if group else None
+    try:
+        with app.brokers(broker_addr) as brokers:
+            queues = [queue_id] if queue_id is not None else _queue_ids(brokers, address, topic)
+            for qid in queues:
+                start = offset if offset is not None else offsets.start(topic, qid) if offsets else 0
+                end = _read_queue(brokers, address, topic, qid, start, count, messages)
+                if offsets is not None and end > start:
+                    offsets.commit(topic, qid, end)
+    finally:
+        if offsets is not None:
+            offsets.close()
     render_broker.show_consumed(app, fmt, address, messages)
+
+
+def _read_queue(brokers: BrokerClient, address: str, topic: str, qid: int, start: int, count: int,
+                messages: list[dict[str, Any]]) -> int:
+    """Pull from ``start`` until ``count`` messages are in ``messages`` or the queue ends; the offset after
+    the last message read."""
+    next_offset = start
+    while len(messages) < count:
+        data = brokers.request(address, "GET", "/v1/broker/pullMessage", params={
+            "topic": topic, "queueId": qid, "queueOffset": next_offset,
+            "maxNums": min(1024, count - len(messages))}).data
+        messages.extend(data["messages"])
+        if data["status"] != "FOUND":
+            break
+        next_offset = data["nextBeginOffset"]
+    return next_offset
+
+
+class GroupOffsets:
+    """A consumer group's committed offsets on one broker, through RocketMQ's requests."""
+
+    def __init__(self, address: str, timeout: float, group: str, from_where: str) -> None:
+        self.host, self.port = split_address(address, lenient=True)
+        self.timeout = timeout
+        self.group = group
+        self.from_where = from_where
+        self.remoting = BlockingRemoting()
+
+    def _call(self, request: RemotingCommand) -> RemotingCommand:
+        return self.remoting.call(self.host, self.port, request, time.monotonic() + self.timeout)
+
+    def start(self, topic: str, queue_id: int) -> int:
+        committed = remoting_admin.query_offset(self._call, self.group, topic, queue_id)
+        if committed is not None:
+            return committed
+        low, high = remoting_admin.queue_bounds(self._call, topic, queue_id)
+        return low if self.from_where == "first" else high
+
+    def commit(self, topic: str, queue_id: int, offset: int) -> None:
+        remoting_admin.commit_offset(self._call, self.group, topic, queue_id, offset)
+
+    def close(self) -> None:
+        self.remoting.close()
 
 
 def _queue_ids(brokers: BrokerClient, address: str, topic: str) -> list[int]:

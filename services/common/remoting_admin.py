@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.common.codes import ResponseCode
-from services.common.errors import ConfigError, MqctlError
+from services.common.codes import ResponseCode, code_name
+from services.common.errors import ConfigError, MqctlError, RemoteError
 from services.common.props import parse_properties
 from services.remoting import bodies
 from services.remoting import broker_bodies as bb
@@ -31,7 +31,8 @@ from services.remoting.errors import RemotingError
 from services.remoting.message import decode_pulled, encode_properties
 from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
 
-__all__ = ["ADMIN_GROUP", "Answer", "NotOverRemoting", "cluster_info", "translate"]
+__all__ = ["ADMIN_GROUP", "Answer", "NotOverRemoting", "cluster_info", "commit_offset", "query_offset", "queue_bounds",
+           "translate"]
 
 #: The producer and consumer group the command line's sends and pulls carry (mqadmin uses its own).
 ADMIN_GROUP = "mqctl_admin"
@@ -330,3 +331,43 @@ _ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/broker/pullMessage"): _pull_message,
     ("GET", "/v1/broker/topics"): _topics,
 }
+
+
+# ---------------------------------------------------------------------------------- consumer offsets
+# A consumer group's committed offsets live in the broker and travel only as RocketMQ's requests (14, 15,
+# 30, 31): the same calls serve our brokers and RocketMQ's.
+
+
+def query_offset(call: Call, group: str, topic: str, queue_id: int) -> int | None:
+    """14 QUERY_CONSUMER_OFFSET: the group's committed offset of the queue, None if it has none."""
+    header = bh.QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id,
+                                                 set_zero_if_not_found=False)
+    answer = call(make_request(RequestCode.QUERY_CONSUMER_OFFSET, 0, header.to_ext_fields()))
+    if answer.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    _ok(answer, "QUERY_CONSUMER_OFFSET")
+    return bh.QueryConsumerOffsetResponseHeader.from_ext_fields(answer.ext_fields).offset
+
+
+def queue_bounds(call: Call, topic: str, queue_id: int) -> tuple[int, int]:
+    """31 GET_MIN_OFFSET and 30 GET_MAX_OFFSET of the queue."""
+    low = call(make_request(RequestCode.GET_MIN_OFFSET, 0, bh.GetMinOffsetRequestHeader(
+        topic=topic, queue_id=queue_id).to_ext_fields()))
+    _ok(low, "GET_MIN_OFFSET")
+    high = call(make_request(RequestCode.GET_MAX_OFFSET, 0, bh.GetMaxOffsetRequestHeader(
+        topic=topic, queue_id=queue_id).to_ext_fields()))
+    _ok(high, "GET_MAX_OFFSET")
+    return (bh.GetMinOffsetResponseHeader.from_ext_fields(low.ext_fields).offset,
+            bh.GetMaxOffsetResponseHeader.from_ext_fields(high.ext_fields).offset)
+
+
+def commit_offset(call: Call, group: str, topic: str, queue_id: int, offset: int) -> None:
+    """15 UPDATE_CONSUMER_OFFSET, answered (not oneway: the command says whether it was kept)."""
+    header = bh.UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id,
+                                                  commit_offset=offset)
+    _ok(call(make_request(RequestCode.UPDATE_CONSUMER_OFFSET, 0, header.to_ext_fields())), "UPDATE_CONSUMER_OFFSET")
+
+
+def _ok(answer: RemotingCommand, what: str) -> None:
+    if answer.code != ResponseCode.SUCCESS:
+        raise RemoteError(answer.code, f"{what}: {answer.remark or code_name(answer.code)}")
