@@ -85,7 +85,7 @@ class RawCluster:
         self.count = 0
         self.slices = Slices()
         try:
-            wait_until(lambda: (self.control / "ready").exists(), 60, "a raw pysyncobj leader")
+            wait_until((self.control / "ready").exists, 60, "a raw pysyncobj leader")
         except BaseException:
             self.stop()
             raise

@@ -51,7 +51,7 @@ class Writer(threading.Thread):
                         self.ok_times.append((int(time.time() * 1000), address))
                     else:
                         address = None
-                except Exception:  # a dead master, a refused write: look for the master again
+                except Exception:  # noqa: BLE001  a dead master, a refused write: look for the master again
                     address = None
                     time.sleep(0.01)
 

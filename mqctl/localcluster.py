@@ -82,7 +82,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
             value = predicate()
             if value:
                 return value
-        except Exception as exc:  # polling: remember the last failure for the message
+        except Exception as exc:  # noqa: BLE001  polling: remember the last failure for the message
             last_error = exc
         time.sleep(interval)
     detail = f" (last error: {last_error})" if last_error else ""

@@ -47,6 +47,6 @@ class LivenessChannels:
                     await ws.wait_closed()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # any failure: retry; the channel is an optimisation
+            except Exception as exc:  # noqa: BLE001  any failure: retry; the channel is an optimisation
                 log.debug("liveness channel to %s: %s", address, exc)
             await asyncio.sleep(1.0)  # a cancellation here must end the task: shutdown waits for it

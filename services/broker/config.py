@@ -120,7 +120,7 @@ class BrokerConfig:
         return HttpLimits(max_connections=self.httpMaxConnections,
                           header_timeout_s=self.httpHeaderTimeoutMillis / 1000,
                           body_timeout_s=self.httpBodyTimeoutMillis / 1000,
-                          route_body_bytes={route: send for route in SEND_ROUTES},
+                          route_body_bytes=dict.fromkeys(SEND_ROUTES, send),
                           body_budget_bytes=max(64 * MIB, 4 * send))
 
     def validate(self) -> None:
@@ -138,7 +138,7 @@ class BrokerConfig:
             raise ConfigError("maxMessageSize must be smaller than mappedFileSizeCommitLog")
         if not self.controllerAddr.strip():
             raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
-        if not 1 <= self.minInSyncReplicas:
+        if not self.minInSyncReplicas >= 1:
             raise ConfigError("minInSyncReplicas must be at least 1")
         if self.inSyncReplicas < 1 or self.totalReplicas < 1:
             raise ConfigError("inSyncReplicas and totalReplicas must be at least 1")

@@ -263,7 +263,7 @@ def _tile(queues: dict[tuple[str, int], ConsumeQueue], log_min: int, log_max: in
     """Walk every queue's entries in commitlog order while they tile the log: each starts where the
     previous one ended (or at the next segment after BLANK padding). Returns how many entries of each
     queue to keep, and the offset up to which the log is indexed."""
-    kept = {key: 0 for key in queues}
+    kept = dict.fromkeys(queues, 0)
     merged = heapq.merge(*(_checked(key, cq, log_min, log_max, segment_size) for key, cq in queues.items()))
     expected, last = log_min, None
     for phys, size, key in merged:

@@ -35,7 +35,7 @@ def quorum_offset(need: int, acks: Mapping[int, int], members: Iterable[int], se
         others = [m for m in members if m != self_id]
         if not others:
             return master_max
-        return min(min(acks.get(m, -1) for m in others), master_max)
+        return min(*(acks.get(m, -1) for m in others), master_max)
     if need <= 1:
         return master_max
     ranked = sorted(acks.values(), reverse=True)

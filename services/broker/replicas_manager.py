@@ -90,11 +90,7 @@ class ReplicasManager:
         await self.channels.stop()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await asyncio.gather(*self._tasks, return_exceptions=True)  # each ends, however it ends
         self._tasks.clear()
 
     async def _run(self) -> None:

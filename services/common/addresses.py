@@ -103,7 +103,7 @@ def parse_addresses(spec: str | None) -> list[str]:
 
     ``,`` also separates, and a leading ``http://`` and trailing ``/`` are tolerated. Hosts are names,
     IPv4 addresses or bracketed IPv6 addresses (``[::1]:9878``)."""
-    text = spec if spec else os.environ.get(ENV_CONTROLLER_ADDR) or DEFAULT_CONTROLLER_ADDR
+    text = spec or os.environ.get(ENV_CONTROLLER_ADDR) or DEFAULT_CONTROLLER_ADDR
     result = []
     for item in text.replace(",", ";").split(";"):
         item = item.strip()

@@ -63,5 +63,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error serving %s %s", request.method, request.url.path)
+        log.error("unhandled error serving %s %s", request.method, request.url.path, exc_info=exc)
         return respond(ResponseCode.SYSTEM_ERROR, f"internal error: {type(exc).__name__}")

@@ -71,10 +71,7 @@ def broker_sets_of(info: bodies.ClusterInfo, broker_name: str | None, cluster: s
     """The broker-set views of ``broker_name``, or of every group of ``cluster``."""
     if not broker_name and not cluster:
         raise UsageError("give -b brokerName or -c clusterName")
-    if broker_name:
-        names = [broker_name]
-    else:
-        names = sorted(info.cluster_addr_table.get(str(cluster), frozenset()))
+    names = [broker_name] if broker_name else sorted(info.cluster_addr_table.get(str(cluster), frozenset()))
     found = [_view(info.broker_addr_table[name]) for name in names if name in info.broker_addr_table]
     if not found:
         what = f"broker-set {broker_name}" if broker_name else f"cluster {cluster}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +33,7 @@ from services.common.durable import atomic_write
 from services.common.errors import ConfigError, MqctlError
 from services.common.props import format_properties, load_properties
 from services.common.remoting_client import RemotingClient
+from services.common.tasks import TaskSet
 from services.controller.config import (
     BLACK_LIST,
     FIELD_NAMES,
@@ -48,7 +50,12 @@ from services.controller.heartbeat import (
     Heartbeat,
 )
 from services.controller.raft import RaftError, RaftNode
-from services.controller.state_machine import ControllerResult, ElectMasterRequest, ReplicasInfoManager
+from services.controller.state_machine import (
+    BrokerSet,
+    ControllerResult,
+    ElectMasterRequest,
+    ReplicasInfoManager,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,7 @@ class ControllerManager:
         self._barrier_started = 0
         self._barrier_done = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._notifications = TaskSet()  # role-change notifications in flight
         self._http: httpx.AsyncClient | None = None
         self.elections: dict[str, int] = {}
         self.leader_since_ms: int | None = None
@@ -102,11 +110,8 @@ class ControllerManager:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await asyncio.gather(*self._tasks, return_exceptions=True)  # each ends, however it ends
+        await self._notifications.close()
         if self._http is not None:
             await self._http.aclose()
         if self._remoting is not None:
@@ -371,9 +376,9 @@ class ControllerManager:
             if not self.heartbeats.is_active(name, broker_id):
                 continue
             if (name, broker_id) in self.remoting_brokers:
-                asyncio.create_task(self._notify_remoting(address, payload))
+                self._notifications.spawn(self._notify_remoting(address, payload))
             else:
-                asyncio.create_task(self._notify_one(address, payload))
+                self._notifications.spawn(self._notify_one(address, payload))
 
     async def _notify_one(self, address: str, payload: dict[str, Any]) -> None:
         if self._http is None:
@@ -411,7 +416,7 @@ class ControllerManager:
                         info.heartbeatTimeoutMs)
             if not self.serving or self.raft is None:
                 continue
-            replica = self.raft.read(lambda m: m.broker_sets.get(info.brokerName))
+            replica = self.raft.read(functools.partial(_broker_set, name=info.brokerName))
             if replica is not None and replica.masterBrokerId == info.brokerId:
                 await self.trigger_elect_master(info.brokerName)
 
@@ -435,3 +440,7 @@ class ControllerManager:
 
 def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def _broker_set(machine: ReplicasInfoManager, name: str) -> BrokerSet | None:
+    return machine.broker_sets.get(name)

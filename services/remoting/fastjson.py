@@ -29,7 +29,7 @@ from services.remoting.errors import BodyError
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "JsonValue", "describe", "dumps", "loads"]
 
-JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str | int, "JsonValue"]
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str | int, "JsonValue"] | None
 
 #: RocketMQ's largest frame (16 MiB): no body can be larger.
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024

@@ -160,7 +160,8 @@ def seed_controller_state(m: ReplicasInfoManager) -> None:
 
     for i in (1, 2, 3):
         run(m.apply_broker_id("DefaultCluster", "broker-a", i, f"127.0.0.1:{10910 + i};1"))
-    alive = lambda c, n, i: True
+    def alive(c, n, i):
+        return True
     run(
         m.elect_master(
             ElectMasterRequest("DefaultCluster", "broker-a", 1), DefaultElectPolicy(alive), False, alive

@@ -47,7 +47,7 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerNode]:
 ids = st.integers(min_value=-3, max_value=6) | st.integers(min_value=-(2**63), max_value=2**63 - 1)
 frames = st.one_of(
     st.binary(max_size=300),
-    st.builds(lambda i, f, l: SLAVE_HANDSHAKE.pack(1, f, l, i), ids, st.sampled_from([0, 1, 2]),
+    st.builds(lambda i, f, learner: SLAVE_HANDSHAKE.pack(1, f, learner, i), ids, st.sampled_from([0, 1, 2]),
               st.sampled_from([0, 1, -1])),
     st.builds(lambda i: SlaveHandshake(i).encode(), st.integers(min_value=1, max_value=6)),
     st.builds(lambda n: SlaveHello(n).encode(), st.binary(min_size=32, max_size=32)),

@@ -156,7 +156,7 @@ def poll(predicate: Any, timeout: float, what: str) -> Any:
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mqctl", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+                          timeout=timeout, env={**os.environ, **(env or {})}, check=False)
 
 
 def call(client: ControllerClient, method: str, path: str, **kwargs: Any) -> Envelope:

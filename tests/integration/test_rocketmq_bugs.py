@@ -92,7 +92,7 @@ def test_crash_in_the_middle_of_truncation_does_not_resurrect_the_tail(controlle
     end = runtime(b1)["maxOffset"]
     b1.kill()
     # Forge a record the master never had at the end of the slave's log (a divergent tail).
-    segment = sorted((b1.store_dir / "commitlog").iterdir())[-1]
+    segment = max((b1.store_dir / "commitlog").iterdir())
     record = encode_record("Bugs", 0, 99, end, int(time.time() * 1000), {}, b"never-acked")
     with open(segment, "ab") as f:
         f.write(record)

@@ -25,6 +25,7 @@ from services.broker.sync_state import SyncStateTracker
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.errors import MqctlError, RemoteError
+from services.common.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class HAService:
         self._alter_lock = asyncio.Lock()
         self._shrink_task: asyncio.Task[None] | None = None
         self._remote_since_ms = 0
+        self._background = TaskSet()  # checks and proposals started from callbacks, held until they end
         self.apply_committed: Callable[[list[int], int], bool] | None = None
         self.on_sync_flush: Callable[[int], Awaitable[bool]] | None = None
 
@@ -102,6 +104,7 @@ class HAService:
 
     async def stop(self) -> None:
         await self.become_inactive()
+        await self._background.close()
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
@@ -116,7 +119,7 @@ class HAService:
         if self._shrink_task is None:
             self._shrink_task = asyncio.create_task(self._shrink_loop(), name="sync-state-set-check")
         self.update_confirm()
-        asyncio.create_task(self.check_total_replicas())
+        self._background.spawn(self.check_total_replicas())
 
     async def become_inactive(self) -> None:
         self.active = False
@@ -207,7 +210,7 @@ class HAService:
         if not self.active:
             return
         target = confirm_offset(self.config.allAckInSyncStateSet, self.acks(), self.tracker.effective(),
-                                self.self_id, [c for c in self.connections], self.store.max_offset)
+                                self.self_id, list(self.connections), self.store.max_offset)
         if len(self.tracker.effective()) <= 1:
             target = self.store.max_offset
         if target is not None and target > self.store.confirm_offset:
@@ -310,7 +313,7 @@ class HAService:
         if self.connections.get(conn.slave_id) is conn:
             del self.connections[conn.slave_id]
             if self.active and conn.slave_id in self.tracker.local:
-                asyncio.create_task(self.check_shrink(f"slave {conn.slave_id} disconnected"))
+                self._background.spawn(self.check_shrink(f"slave {conn.slave_id} disconnected"))
 
     async def _read_loop(self, conn: SlaveConnection) -> None:
         try:
@@ -362,7 +365,7 @@ class HAService:
         new = self.tracker.expand_candidate(conn.slave_id, conn.session.ack_offset, self.store.confirm_offset,
                                             last.start_offset if last else 0, conn.learner)
         if new is not None:
-            asyncio.create_task(self.propose(new, f"slave {conn.slave_id} caught up"))
+            self._background.spawn(self.propose(new, f"slave {conn.slave_id} caught up"))
 
     async def _housekeeping(self, conn: SlaveConnection) -> None:
         limit = self.config.haHousekeepingInterval

@@ -53,7 +53,7 @@ def test_the_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("entries", [
     {"no-at-sign": {0: 1}}, {"bad/topic@g": {0: 1}}, {"t@bad group": {0: 1}},
-    {"t@g": {q: 0 for q in range(1025)}},
+    {"t@g": dict.fromkeys(range(1025), 0)},
 ])
 def test_a_masters_table_with_a_bad_entry_is_refused_whole(entries: dict[str, dict[int, int]]) -> None:
     table = OffsetTable({"t@mine": {0: 1}})

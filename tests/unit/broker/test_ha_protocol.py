@@ -82,7 +82,7 @@ class TestRip44TruncationExamples:
 class TestFindConsistentPointSamples:
     """EpochFileCacheTest samples 1-4 through decide_truncation; cache1 = (1,100), (2,300), (3,500)."""
 
-    CACHE1 = [(1, 100), (2, 300), (3, 500)]
+    CACHE1 = ((1, 100), (2, 300), (3, 500))
 
     def test_sample1(self) -> None:
         # Epoch 3 starts differ, so epoch 2 matches: min(500, 450).

@@ -6,7 +6,16 @@ import pytest
 
 from services.controller.elect_policy import DefaultElectPolicy, ElectionOutcome
 from services.controller.heartbeat import BrokerLiveInfo
-from tests.unit.controller.helpers import BROKER, CLUSTER, MOCKS, all_alive, all_but, live, mock_policy, none_alive
+from tests.unit.controller.helpers import (
+    BROKER,
+    CLUSTER,
+    MOCKS,
+    all_alive,
+    all_but,
+    live,
+    mock_policy,
+    none_alive,
+)
 
 C, N = CLUSTER, BROKER
 

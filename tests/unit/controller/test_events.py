@@ -50,7 +50,7 @@ def test_every_event_type_is_covered() -> None:
     assert set(EVENT_TYPES) == {
         "APPLY_BROKER_ID", "UPDATE_BROKER_ADDRESS", "ELECT_MASTER", "ALTER_SYNC_STATE_SET", "CLEAN_BROKER_DATA"}
     for name, cls in EVENT_TYPES.items():
-        assert cls.TYPE == name
+        assert name == cls.TYPE
     assert set(ELECT_REASONS) == {"INITIAL", "FAILOVER", "ADMIN", "UNCLEAN"}
 
 

@@ -32,9 +32,9 @@ from tests.unit.controller.helpers import (
     alter_new_in_sync_set,
     broker_elect_master,
     check_code,
+    live,
     mock_meta_data,
     mock_policy,
-    live,
     none_alive,
     only_alive,
     register_new_broker,
@@ -878,7 +878,7 @@ class TestCleanBrokerData:
         for ids in (None, "", "   "):
             m = ReplicasInfoManager()
             mock_meta_data(m)
-            r = run(m, lambda mm: mm.clean_broker_data(CLUSTER, BROKER, ids, True, all_alive))
+            r = run(m, lambda mm, ids=ids: mm.clean_broker_data(CLUSTER, BROKER, ids, True, all_alive))
             assert r.code == RC.SUCCESS
             assert r.events == (CleanBrokerDataEvent(BROKER, None, CLUSTER),)
             assert BROKER not in m.broker_sets

@@ -80,8 +80,8 @@ def test_damage_anywhere_is_listed_with_its_file_and_offset_and_nothing_changes(
     proc = check(root)
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert f"repaired at start: {root / 'checkpoint'}: damaged (or written by an older version, without a CRC); " \
-        "rebuilt from the queues and the commitlog at start" in lines
+    assert (f"repaired at start: {root / 'checkpoint'}: damaged (or written by an older version, without a CRC); "
+            "rebuilt from the queues and the commitlog at start") in lines
     assert f"DAMAGED: {segs[0]} offset {old[0]}: CRC mismatch (valid records follow or it was flushed)" in lines
     assert f"DAMAGED: {segs[-1]} offset {recent[0]}: CRC mismatch (valid records follow or it was flushed)" in lines
     assert errors(proc) == [(f"Error: 2 damaged place(s) in {root} need the operator; see docs/operations.md "

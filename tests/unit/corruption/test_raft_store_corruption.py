@@ -317,9 +317,7 @@ _FIXED = {
 
 @pytest.mark.parametrize(
     "damage",
-    [
-        name for name in DAMAGE
-    ],
+    list(DAMAGE),
 )
 def test_damaged_raft_store_recovers_or_fails_naming_the_file(
     golden: dict[str, tuple[Path, int]], tmp_path: Path, damage: str

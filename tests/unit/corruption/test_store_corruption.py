@@ -210,8 +210,8 @@ def test_corrupt_record_in_an_old_segment_is_reported_to_the_consumer_not_skippe
         with caplog.at_level(logging.ERROR):
             damaged = store.get_messages("T", qid, qoff, 100)
         assert damaged.status == MESSAGE_DAMAGED and damaged.records == [] and damaged.next_begin_offset == qoff
-        assert f"queue offset {qoff} of T/0 is damaged: commitlog/{segs[0].name}, offset {victim[0]}: CRC " \
-            "mismatch" in damaged.remark
+        assert (f"queue offset {qoff} of T/0 is damaged: commitlog/{segs[0].name}, offset {victim[0]}: CRC "
+                "mismatch") in damaged.remark
         assert f"{damaged.remark} (store {root})" in caplog.text
         after = store.get_messages("T", qid, qoff + 1, 100)  # skipping it is the consumer's explicit choice
         assert [r.body for r in after.records] == [b for _, _, b in sent[4::2]]

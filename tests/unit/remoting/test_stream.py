@@ -34,7 +34,7 @@ STREAM = b"".join(encode(c) for c in COMMANDS)
 def feed_in_pieces(decoder: FrameDecoder, data: bytes, cuts: list[int]) -> list[RemotingCommand]:
     out: list[RemotingCommand] = []
     start = 0
-    for cut in sorted(cuts) + [len(data)]:
+    for cut in [*sorted(cuts), len(data)]:
         out += decoder.feed(data[start:cut])
         assert decoder.buffered <= decoder.max_frame_size
         start = cut

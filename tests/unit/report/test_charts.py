@@ -47,11 +47,7 @@ def test_build_timelines_keeps_order_and_flags_truncation() -> None:
 
 def test_write_outputs_without_groups(tmp_path: Path) -> None:
     summary = {"asOf": 5, "groups": [], "cluster": {"groups": 0, "clusterNames": [], "failoverRanking": [],
-                                                    **{k: 0 for k in ("replicas", "masterEpochs", "failovers",
-                                                                      "uncleanElections", "adminElections",
-                                                                      "failedElections", "shrinkCount",
-                                                                      "expandCount", "underReplicatedMs",
-                                                                      "divergentEpochs")}}}
+                                                    **dict.fromkeys(("replicas", "masterEpochs", "failovers", "uncleanElections", "adminElections", "failedElections", "shrinkCount", "expandCount", "underReplicatedMs", "divergentEpochs"), 0)}}
     files = write_outputs(tmp_path, summary, [], {"input": "x"})
     assert json.loads(files["summary"].read_text()) == summary
     assert files["png"].read_bytes()[:4] == b"\x89PNG"

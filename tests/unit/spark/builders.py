@@ -13,7 +13,7 @@ GROUP = "broker-a"
 
 
 def _event(index: int, ts: int, kind: str, group: str, cluster: str, **fields: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {name: None for name in EVENTS_SCHEMA.fieldNames()}
+    row: dict[str, Any] = dict.fromkeys(EVENTS_SCHEMA.fieldNames())
     row.update(clusterName=cluster, brokerName=group, index=index, eventType=kind, timestamp=ts, **fields)
     return row
 
