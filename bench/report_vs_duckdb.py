@@ -107,7 +107,7 @@ def duckdb_run(dataset: Path, as_of: int, threads: int) -> tuple[float, list[dic
 
 def spark_runs(dataset: Path, as_of: int, master: str, conf: list[str], runs: int) -> dict[str, Any]:
     from spark_reports.dataset import load
-    from spark_reports.jobs.epoch_history import KEY, compute
+    from spark_reports.epoch_metrics import KEY, compute
     from spark_reports.session import SessionOptions, build_session, parse_conf
 
     started = time.monotonic()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from mqctl.localcluster import DEMO_BROKER, DEMO_CONTROLLER, raft_password_props
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient
 from services.common.errors import ConfigError, MqctlError, UsageError
+from services.common.ports import port_free
 from services.common.props import format_properties
 
 LAYOUT_FILE = "cluster.json"
@@ -50,13 +50,7 @@ class NodeSpec:
 
 
 def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return port_free(port)
 
 
 class DevCluster:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError
+from services.common.ports import port_free
 from services.common.props import format_properties
 from services.controller.raft_secret import write_password_file
 
@@ -66,12 +66,7 @@ def free_port_pair(used: set[int] | None = None) -> int:
 
 
 def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return port_free(port)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:

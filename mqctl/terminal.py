@@ -13,35 +13,14 @@ JSON escapes control characters itself.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-#: C0 controls, DEL, C1 controls, and the invisible marks that reorder text (bidi overrides/isolates).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
-#: What our own layouts put between values; kept by :func:`printable_layout`.
-_LAYOUT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from services.common.text import printable, printable_layout
+
+__all__ = ["clean", "printable", "printable_layout", "terminal_safe"]
 
 F = TypeVar("F", bound=Callable[..., None])
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    if char in _NAMED:
-        return _NAMED[char]
-    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character (newlines and tabs too) written as a visible escape."""
-    return _CONTROL.sub(_escape, text)
-
-
-def printable_layout(text: str) -> str:
-    """Like :func:`printable`, but keeps newlines and tabs: for a whole layout whose values are already
-    clean (a last guard at the output boundary)."""
-    return _LAYOUT.sub(_escape, text)
 
 
 def clean(value: Any) -> Any:

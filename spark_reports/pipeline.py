@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from spark_reports import render
 from spark_reports.charts import GroupTimeline
 from spark_reports.dataset import DatasetStats, load, translate_errors, validate
-from spark_reports.jobs.epoch_history import KEY, cluster_summary, compute, timeline
+from spark_reports.epoch_metrics import KEY, cluster_summary, compute, timeline
 
 #: Timelines are drawn for this many groups (the most failovers first), each with its latest changes.
 TIMELINE_GROUPS = 50

@@ -10,7 +10,8 @@ import click
 
 from mqctl import render_broker
 from mqctl.app import App, pass_app
-from mqctl.commands.controller import CONTROLLER_ADDR_HELP, _overrides, format_option, watch_options
+from mqctl.commands.controller import CONTROLLER_ADDR_HELP, format_option, watch_options
+from services.broker.cli import start_broker
 from services.common import remoting_admin
 from services.common.addresses import split_address
 from services.common.broker_client import BrokerClient, broker_sets, master_address, replica_addresses
@@ -35,54 +36,6 @@ def _broker_sets(app: App, controller_address: str | None, namesrv: str | None, 
             return names.broker_sets(broker_name, cluster)
     with app.controller(controller_address) as client:
         return broker_sets(client, broker_name, cluster)
-
-
-# ---------------------------------------------------------------------- startBroker
-@click.command("startBroker")
-@click.option("-c", "--configFile", "config_file", type=click.Path(dir_okay=False),
-              help="RocketMQ-style properties file (brokerClusterName, brokerName, listenPort, controllerAddr...).")
-@click.option("--cluster", "cluster", help="Override brokerClusterName.")
-@click.option("--broker-name", "broker_name", help="Override brokerName.")
-@click.option("--listen-port", "listen_port", type=int, help="Override listenPort (client API).")
-@click.option("--ha-port", "ha_port", type=int, help="Override haListenPort (replication).")
-@click.option("--store-path", "store_path", help="Override storePathRootDir.")
-@click.option("--controller-addr", "controller_addr", help="Override controllerAddr ('a:p;b:p').")
-@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="Override any property (repeatable), e.g. -o flushDiskType=SYNC_FLUSH.")
-@click.option("-p", "--printConfigItem", "print_config", is_flag=True,
-              help="Print the effective configuration and exit.")
-@pass_app
-def start_broker(app: App, config_file: str | None, cluster: str | None, broker_name: str | None,
-                 listen_port: int | None, ha_port: int | None, store_path: str | None,
-                 controller_addr: str | None, options: tuple[str, ...], print_config: bool) -> None:
-    """Start a broker in controller mode (runs in the foreground until SIGTERM/Ctrl-C).
-
-    It registers with the controller (keeping a persistent broker id in <store>/brokerIdentity), takes
-    the role the controller gives it, and refuses writes until it knows that role.
-
-    \b
-    Examples:
-      mqctl startBroker -c conf/broker-a-n1.conf
-      mqctl start-broker --broker-name broker-a --listen-port 10911 --ha-port 10912 \\
-          --store-path /var/lib/mqctl/broker-a-1 --controller-addr '127.0.0.1:9878;127.0.0.1:9868'
-    """
-    from services.broker.server import build_config, run
-
-    overrides = _overrides(options)
-    for key, value in (("brokerClusterName", cluster), ("brokerName", broker_name),
-                       ("listenPort", listen_port), ("haListenPort", ha_port), ("storePathRootDir", store_path),
-                       ("controllerAddr", controller_addr)):
-        if value is not None:
-            overrides[key] = str(value)
-    warnings: list[str] = []
-    config = build_config(config_file, overrides, warnings)
-    for warning in warnings:
-        app.warn(warning)
-    if print_config:
-        from mqctl import render
-        render.show_configs(app, "mqadmin", [(config.address, config.as_properties())])
-        return
-    run(config, warnings)
 
 
 # ---------------------------------------------------------------------- sendMessage

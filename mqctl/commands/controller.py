@@ -11,6 +11,7 @@ from mqctl import render
 from mqctl.app import FORMATS, App, pass_app
 from services.common.controller_client import parse_addresses
 from services.common.errors import UnreachableError, UsageError
+from services.controller.cli import start_controller
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,59 +34,6 @@ def watch_options(f: F) -> F:
                      help="With -i: stop after this many refreshes.")(f)
     return click.option("-i", "--interval", type=click.FloatRange(min=0.1), default=None,
                         help="Refresh every N seconds until Ctrl-C.")(f)
-
-
-# ---------------------------------------------------------------------- startController
-@click.command("startController", context_settings={"ignore_unknown_options": False})
-@click.option("-c", "--configFile", "config_file", type=click.Path(dir_okay=False),
-              help="RocketMQ-style properties file (controllerDLegerPeers, controllerDLegerSelfId, ...).")
-@click.option("--peers", help="Override controllerDLegerPeers, e.g. 'n0-127.0.0.1:9878;n1-127.0.0.1:9868'.")
-@click.option("--self-id", "self_id", help="Override controllerDLegerSelfId, e.g. n0.")
-@click.option("--store-path", "store_path", help="Override controllerStorePath.")
-@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="Override any property (repeatable), e.g. -o enableElectUncleanMaster=true.")
-@click.option("-p", "--printConfigItem", "print_config", is_flag=True,
-              help="Print the effective configuration and exit.")
-@pass_app
-def start_controller(app: App, config_file: str | None, peers: str | None, self_id: str | None,
-                     store_path: str | None, options: tuple[str, ...], print_config: bool) -> None:
-    """Start a controller node (runs in the foreground until SIGTERM/Ctrl-C).
-
-    With no arguments it runs a single-node controller on 127.0.0.1:9878 storing its Raft log under
-    ~/mqctl/controller. Clients talk to the peer address; Raft listens on that port + 1.
-
-    \b
-    Examples:
-      mqctl startController
-      mqctl startController -c conf/controller-n0.conf
-      mqctl start-controller --peers 'n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858' \\
-          --self-id n1 --store-path /var/lib/mqctl/n1
-    """
-    from services.controller.server import build_config, run
-
-    overrides = _overrides(options)
-    for key, value in (("controllerDLegerPeers", peers), ("controllerDLegerSelfId", self_id),
-                       ("controllerStorePath", store_path)):
-        if value:
-            overrides[key] = value
-    warnings: list[str] = []
-    config = build_config(config_file, overrides, warnings)
-    for warning in warnings:
-        app.warn(warning)
-    if print_config:
-        render.show_configs(app, "mqadmin", [(config.self_peer().address, config.as_properties())])
-        return
-    run(config)
-
-
-def _overrides(options: tuple[str, ...]) -> dict[str, str]:
-    result = {}
-    for item in options:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"bad -o value {item!r}: expected KEY=VALUE")
-        result[key.strip()] = value.strip()
-    return result
 
 
 # ---------------------------------------------------------------------- getControllerMetaData

@@ -1,6 +1,6 @@
 """``mqctl report``: the epoch-history report on Spark (embedded ``local[*]`` or a real cluster).
 
-The command only wires things together: collect a dataset (``spark_reports.collect``) unless
+The command only wires things together: collect a dataset (``mqctl.collect``) unless
 ``--input`` names one, start Spark (``spark_reports.session``), run the job and write the files
 (``spark_reports.pipeline``), show the result (``mqctl.render_report``). Spark is imported inside the
 command body so the rest of the CLI starts fast. docs/report.md has the dataset schema and every metric.
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
               help="Any master URL Spark accepts, e.g. spark://host:7077 for a standalone cluster.")
 @controller_option
 @click.option("-c", "--clusterName", "cluster_name", help="Only this cluster's broker groups.")
+@click.option("-n", "--namesrvAddr", "namesrv", metavar="ADDR",
+              help="Find the brokers through this name server (106 GET_BROKER_CLUSTER_INFO) instead of the "
+                   "controller, e.g. for a RocketMQ cluster whose controller is not its name server.")
 @click.option("--input", "input_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Report on an existing dataset (events/ and epochs/) instead of collecting one.")
 @click.option("--output", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
@@ -45,7 +48,7 @@ if TYPE_CHECKING:
 @click.option("-v", "--verbose", is_flag=True, help="Show Spark's own logging and the Spark version.")
 @pass_app
 def report(app: App, spark_master: str, controller_address: str | None, cluster_name: str | None,
-           input_dir: str | None, output_dir: str | None, as_of: int | None, fmt: str, confs: tuple[str, ...],
+           namesrv: str | None, input_dir: str | None, output_dir: str | None, as_of: int | None, fmt: str, confs: tuple[str, ...],
            verbose: bool) -> None:
     """Summarise epoch histories: failovers and why, master tenures, under-replicated time, and
     replicas that disagree on their epochs, per broker group and cluster-wide.
@@ -76,7 +79,8 @@ def report(app: App, spark_master: str, controller_address: str | None, cluster_
         try:
             check_master_reachable(spark_master)
             check_java()
-            dataset = Path(input_dir) if input_dir else _collect(app, controller_address, cluster_name, output)
+            dataset = Path(input_dir) if input_dir else _collect(app, controller_address, cluster_name, namesrv,
+                                                                 output)
         except BaseException:
             remove_created(created)  # nothing of this run is left behind when it stops before Spark
             raise
@@ -91,15 +95,20 @@ def default_output() -> Path:
     return Path("mqctl-report") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _collect(app: App, controller_address: str | None, cluster: str | None, output: Path) -> Path:
-    from spark_reports.collect import collect
+def _collect(app: App, controller_address: str | None, cluster: str | None, namesrv: str | None,
+             output: Path) -> Path:
+    from mqctl.collect import collect
     from spark_reports.paths import remove_tree_if_new
 
     directory = output / "dataset"
     existed = os.path.lexists(directory)
     try:
         with app.controller(controller_address) as client, app.brokers() as brokers:
-            result = collect(client, brokers, cluster, directory, app.err)
+            if namesrv:
+                with app.namesrv(namesrv) as names:
+                    result = collect(client, brokers, cluster, directory, app.err, namesrv=names)
+            else:
+                result = collect(client, brokers, cluster, directory, app.err)
     except BaseException:
         remove_tree_if_new(directory, existed)  # a partial dataset is no dataset
         raise

@@ -1,8 +1,10 @@
-"""``python -m services.broker -c broker.conf`` — same as ``mqctl startBroker``."""
+"""``python -m services.broker -c broker.conf`` runs ``startBroker``, as ``mqctl startBroker`` does (the same
+options), without the command line's other parts."""
 
 import sys
 
-from mqctl.cli import main
+from services.broker.cli import start_broker
+from services.common.entry import run_command
 
 if __name__ == "__main__":
-    main(["startBroker", *sys.argv[1:]])
+    sys.exit(run_command(start_broker, sys.argv[1:], "python -m services.broker"))

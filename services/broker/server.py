@@ -12,8 +12,8 @@ from services.common.errors import ConfigError
 from services.common.httpserver import GracefulServer, make_server
 from services.common.logsetup import CONTEXT
 from services.common.logsetup import setup_logging as _setup_logging
+from services.common.ports import check_port_free
 from services.common.props import load_properties
-from services.controller.server import check_port_free
 
 log = logging.getLogger("mqctl.broker")
 

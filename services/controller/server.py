@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 
-from services.common.errors import ConfigError
 from services.common.httpserver import make_server
 from services.common.logsetup import CONTEXT, add_secret
 from services.common.logsetup import setup_logging as _setup_logging
+from services.common.ports import check_port_free
 from services.common.props import load_properties
 from services.common.remoting_conn import RemotingConnection
 from services.controller.api import create_app
@@ -40,16 +39,6 @@ def build_config(config_file: str | None, overrides: dict[str, str],
 def setup_logging(config: ControllerConfig) -> Path:
     CONTEXT["node"] = config.controllerDLegerSelfId
     return _setup_logging(config.store_dir / "logs" / "controller.log", config.logLevel)
-
-
-def check_port_free(host: str, port: int, what: str) -> None:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise ConfigError(f"cannot listen on {host}:{port} for the {what}: {exc.strerror}; is another "
-                              "process (an earlier instance?) already using that port?") from None
 
 
 def run(config: ControllerConfig) -> None:

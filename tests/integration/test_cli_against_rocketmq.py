@@ -8,6 +8,7 @@ follower controller, a separate name server, and two brokers of broker-a (master
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -16,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -108,10 +110,10 @@ def cluster() -> Iterator[Cluster]:
         server.close()
 
 
-def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
+def mqctl(*args: str, timeout: str = "5") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    return subprocess.run([sys.executable, "-m", "mqctl", "--timeout", "5", *args], capture_output=True,
-                          text=True, timeout=60, env=env, check=False)
+    return subprocess.run([sys.executable, "-m", "mqctl", "--timeout", timeout, *args], capture_output=True,
+                          text=True, timeout=300, env=env, check=False)
 
 
 def ok(*args: str) -> str:
@@ -270,3 +272,22 @@ def test_a_hostile_answer_is_a_clear_error(answer: bytes) -> None:
         result = mqctl("getControllerMetaData", "-a", address)
     assert result.returncode in (3, 4), result.stderr
     assert "Traceback" not in result.stderr and result.stderr.startswith("Error: ")
+
+
+@pytest.mark.spark
+def test_report_from_a_rocketmq_cluster_has_the_epochs(cluster: Cluster, tmp_path: Path) -> None:
+    """A RocketMQ controller keeps no event log: the report is built from the brokers' epochs alone."""
+    result = mqctl("report", "-a", cluster.leader.address, "-c", "DefaultCluster", "--output", str(tmp_path / "out"),
+                   "--format", "json", timeout="120")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [g["brokerName"] for g in summary["groups"]] == ["broker-a"]
+    rows = [json.loads(line) for line in (tmp_path / "out" / "dataset" / "epochs" / "epochs.jsonl").read_text()
+            .splitlines()]
+    assert {(r["brokerAddress"], r["epoch"], r["startOffset"]) for r in rows} == {
+        (cluster.master.address, 1, 0), (cluster.master.address, 2, 1000),
+        (cluster.slave.address, 1, 0), (cluster.slave.address, 2, 1000)}
+    assert (tmp_path / "out" / "dataset" / "events" / "events.jsonl").read_text() == ""
+    without_cluster = mqctl("report", "-a", cluster.leader.address, "--output", str(tmp_path / "out2"))
+    assert without_cluster.returncode == 2
+    assert "keeps no event log: give -c CLUSTER" in without_cluster.stderr

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from rich.console import Console
 
+from mqctl.collect import EVENT_FIELDS, collect
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient
 from services.common.errors import UsageError
-from spark_reports.collect import EVENT_FIELDS, collect
 
 CONTROLLER = "127.0.0.1:9878"
 BROKERS = {1: "127.0.0.1:10911", 2: "127.0.0.1:10921", 3: "127.0.0.1:10931"}  # broker 3 is down

@@ -1,9 +1,12 @@
-"""Collecting an epoch-history dataset from a running cluster.
+"""Collecting an epoch-history dataset from a running cluster, for ``mqctl report``.
 
 Events come from the controller leader's ``/v1/controller/events`` (paged, oldest first); epochs from
 every broker the controller knows (``/v1/broker/epochCache``, one row per epoch entry). A broker that
 does not answer — typically a master that just died — is reported and skipped: the dataset is still
 useful without it. Writes ``events/events.jsonl``, ``epochs/epochs.jsonl`` and ``manifest.json``.
+
+A RocketMQ controller (remoting only) keeps no event log: from such a cluster the dataset holds the
+brokers' epochs alone (the cluster must be named), found through the controller or a name server.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from services.common.broker_client import BrokerClient, broker_sets, replica_addresses
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError, UsageError
+from services.common.namesrv_client import NameServerClient
+from services.common.remoting_admin import NotOverRemoting
 
 EVENTS_PATH = "/v1/controller/events"
 EPOCH_CACHE_PATH = "/v1/broker/epochCache"
@@ -47,20 +52,32 @@ class Replica:
 
 
 def collect(controller: ControllerClient, brokers: BrokerClient, cluster: str | None, directory: Path,
-            console: Console, page_size: int = 1000) -> CollectResult:
-    """Write the dataset under ``directory``; only ``cluster``'s groups when given."""
+            console: Console, page_size: int = 1000, namesrv: NameServerClient | None = None) -> CollectResult:
+    """Write the dataset under ``directory``; only ``cluster``'s groups when given. With ``namesrv`` the
+    brokers are found through it instead of the controller."""
     (directory / "events").mkdir(parents=True, exist_ok=True)
     (directory / "epochs").mkdir(parents=True, exist_ok=True)
     result = CollectResult(directory)
-    first = _page(controller, 0, page_size)  # before any progress bar: an unreachable controller fails here
+    first = _first_page(controller, cluster, page_size)  # before any progress bar: an unreachable controller
     columns = (TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         seen_clusters = _collect_events(controller, first, cluster, directory, progress, page_size, result)
         result.clusters = [cluster] if cluster else sorted(seen_clusters)
-        replicas = _find_replicas(controller, result.clusters, cluster is not None and not result.events)
+        must_exist = cluster is not None and not result.events
+        replicas = _find_replicas(namesrv or controller, result.clusters, must_exist)
         _collect_epochs(replicas, brokers, directory, progress, result)
     _write_manifest(directory, controller, cluster, result)
     return result
+
+
+def _first_page(controller: ControllerClient, cluster: str | None, page_size: int) -> dict[str, Any]:
+    try:
+        return _page(controller, 0, page_size)
+    except NotOverRemoting:  # a RocketMQ controller: no event log to read
+        if cluster is None:
+            raise UsageError("this controller speaks only RocketMQ's remoting protocol and keeps no event log: "
+                             "give -c CLUSTER to report the epochs of its brokers") from None
+        return {"events": [], "latestIndex": -1, "nextIndex": 0}
 
 
 def _page(controller: ControllerClient, from_index: int, page_size: int) -> dict[str, Any]:
@@ -92,11 +109,13 @@ def _collect_events(controller: ControllerClient, first: dict[str, Any], cluster
     return {c for c in clusters if c}
 
 
-def _find_replicas(controller: ControllerClient, clusters: list[str], must_exist: bool) -> list[Replica]:
+def _find_replicas(finder: ControllerClient | NameServerClient, clusters: list[str],
+                   must_exist: bool) -> list[Replica]:
     replicas = []
     for name in clusters:
         try:
-            sets = broker_sets(controller, None, name)
+            sets = finder.broker_sets(None, name) if isinstance(finder, NameServerClient) \
+                else broker_sets(finder, None, name)
         except UsageError:
             if must_exist:
                 raise UsageError(f"cluster {name} has no events and no broker group in the controller") from None
