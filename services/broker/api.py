@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -100,70 +100,90 @@ def record_json(rec: MessageRecord, store_host: str) -> dict[str, Any]:
             "storeTimestamp": rec.store_timestamp, "storeSize": rec.size}
 
 
+P = "/v1/broker"
+
+
+def _broker(request: Request) -> Broker:
+    broker: Broker = request.app.state.broker
+    return broker
+
+
+#: The broker of the app serving the request (create_app puts it in app.state).
+BrokerDep = Annotated[Broker, Depends(_broker)]
+router = APIRouter(prefix=P)
+
+
 def create_app(broker: Broker) -> FastAPI:
     app = new_app("mqctl broker", "RocketMQ-style broker API (controller mode)")
+    app.state.broker = broker
     install_error_handlers(app)
-    b = broker
-    P = "/v1/broker"
-    install_token_check(app, lambda: b.config.authToken, frozenset({f"{P}/notifyRoleChanged"}))
-
-    @app.post(f"{P}/sendMessage")
-    async def send_message(req: SendMessageRequest) -> JSONResponse:
-        try:
-            msg = req.to_message()
-        except ValueError as exc:
-            return respond(ResponseCode.INVALID_PARAMETER, str(exc))
-        outcome = await b.put([msg])
-        return _answer(outcome, _result_json(outcome, 0))
-
-    @app.post(f"{P}/sendMessages")
-    async def send_messages(req: SendMessagesRequest) -> JSONResponse:
-        try:
-            msgs = [m.to_message() for m in req.messages]
-        except ValueError as exc:
-            return respond(ResponseCode.INVALID_PARAMETER, str(exc))
-        outcome = await b.put(msgs)
-        results = [_result_json(outcome, i) for i in range(len(msgs))] if outcome.results else []
-        return _answer(outcome, {"status": outcome.status, "results": results})
-
-    @app.get(f"{P}/pullMessage")
-    async def pull_message(topic: Annotated[str, Query(min_length=1, max_length=255)],
-                           queueId: Annotated[int, Query(ge=0, le=JAVA_INT_MAX)] = 0,
-                           queueOffset: Annotated[int, Query(ge=0, le=JAVA_LONG_MAX)] = 0,
-                           maxNums: Annotated[int, Query(ge=1, le=1024)] = 32) -> JSONResponse:
-        result = b.store.get_messages(topic, queueId, queueOffset, maxNums)
-        code = ResponseCode.SYSTEM_ERROR if result.status == MESSAGE_DAMAGED else ResponseCode.SUCCESS
-        return respond(code, result.remark or None, {
-            "status": result.status, "nextBeginOffset": result.next_begin_offset,
-            "minOffset": result.min_offset, "maxOffset": result.max_offset,
-            "messages": [record_json(r, b.config.address) for r in result.records]})
-
-    @app.get(f"{P}/topics")
-    async def topics() -> JSONResponse:
-        return respond(ResponseCode.SUCCESS, None, {"topics": b.store.topics()})
-
-    @app.get(f"{P}/epochCache")
-    async def epoch_cache() -> JSONResponse:
-        return respond(ResponseCode.SUCCESS, None, b.epoch_cache())
-
-    @app.get(f"{P}/runtimeInfo")
-    async def runtime_info() -> JSONResponse:
-        return respond(ResponseCode.SUCCESS, None, b.runtime_info())
-
-    @app.get(f"{P}/haStatus")
-    async def ha_status() -> JSONResponse:
-        return respond(ResponseCode.SUCCESS, None, b.ha_status())
-
-    @app.post(f"{P}/notifyRoleChanged")
-    async def notify_role_changed(req: RoleChangedRequest) -> JSONResponse:
-        """A hint only: the broker applies what the controller leader says, never this body."""
-        await b.replicas.on_role_change_notified()
-        return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})
-
-    mount_metrics(app, b.metrics.registry)
-
-    @app.get("/healthz")
-    async def healthz() -> JSONResponse:
-        return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})
-
+    install_token_check(app, lambda: broker.config.authToken, frozenset({f"{P}/notifyRoleChanged"}))
+    app.include_router(router)
+    mount_metrics(app, broker.metrics.registry)
+    app.add_api_route("/healthz", healthz, methods=["GET"])
     return app
+
+
+@router.post("/sendMessage")
+async def send_message(req: SendMessageRequest, b: BrokerDep) -> JSONResponse:
+    try:
+        msg = req.to_message()
+    except ValueError as exc:
+        return respond(ResponseCode.INVALID_PARAMETER, str(exc))
+    outcome = await b.put([msg])
+    return _answer(outcome, _result_json(outcome, 0))
+
+
+@router.post("/sendMessages")
+async def send_messages(req: SendMessagesRequest, b: BrokerDep) -> JSONResponse:
+    try:
+        msgs = [m.to_message() for m in req.messages]
+    except ValueError as exc:
+        return respond(ResponseCode.INVALID_PARAMETER, str(exc))
+    outcome = await b.put(msgs)
+    results = [_result_json(outcome, i) for i in range(len(msgs))] if outcome.results else []
+    return _answer(outcome, {"status": outcome.status, "results": results})
+
+
+@router.get("/pullMessage")
+async def pull_message(b: BrokerDep, topic: Annotated[str, Query(min_length=1, max_length=255)],
+                       queueId: Annotated[int, Query(ge=0, le=JAVA_INT_MAX)] = 0,
+                       queueOffset: Annotated[int, Query(ge=0, le=JAVA_LONG_MAX)] = 0,
+                       maxNums: Annotated[int, Query(ge=1, le=1024)] = 32) -> JSONResponse:
+    result = b.store.get_messages(topic, queueId, queueOffset, maxNums)
+    code = ResponseCode.SYSTEM_ERROR if result.status == MESSAGE_DAMAGED else ResponseCode.SUCCESS
+    return respond(code, result.remark or None, {
+        "status": result.status, "nextBeginOffset": result.next_begin_offset,
+        "minOffset": result.min_offset, "maxOffset": result.max_offset,
+        "messages": [record_json(r, b.config.address) for r in result.records]})
+
+
+@router.get("/topics")
+async def topics(b: BrokerDep) -> JSONResponse:
+    return respond(ResponseCode.SUCCESS, None, {"topics": b.store.topics()})
+
+
+@router.get("/epochCache")
+async def epoch_cache(b: BrokerDep) -> JSONResponse:
+    return respond(ResponseCode.SUCCESS, None, b.epoch_cache())
+
+
+@router.get("/runtimeInfo")
+async def runtime_info(b: BrokerDep) -> JSONResponse:
+    return respond(ResponseCode.SUCCESS, None, b.runtime_info())
+
+
+@router.get("/haStatus")
+async def ha_status(b: BrokerDep) -> JSONResponse:
+    return respond(ResponseCode.SUCCESS, None, b.ha_status())
+
+
+@router.post("/notifyRoleChanged")
+async def notify_role_changed(req: RoleChangedRequest, b: BrokerDep) -> JSONResponse:
+    """A hint only: the broker applies what the controller leader says, never this body."""
+    await b.replicas.on_role_change_notified()
+    return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})
+
+
+async def healthz(b: BrokerDep) -> JSONResponse:
+    return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})

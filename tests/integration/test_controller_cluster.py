@@ -207,8 +207,7 @@ def test_admin_commands_from_any_node_in_all_formats(controllers: ControllerClus
     back = run_cli("electMaster", "-a", a, "-c", CLUSTER, "-bn", NAME, "-b", "1", "--format", "mqadmin")
     assert back.returncode == 0, back.stderr
     assert back.stdout == (f"\n#ClusterName\t{CLUSTER}\n#BrokerName\t{NAME}\n#BrokerMasterAddr\t{ADDRS[1]}"
-                           f"\n#MasterEpoch\t3\n#SyncStateSetEpoch\t5\n\t#Broker\t1\t{ADDRS[1]}\n"
-                           f"\t#Broker\t2\t{ADDRS[2]}\n\t#Broker\t3\t{ADDRS[3]}\n")
+                           "\n#MasterEpoch\t3\n#SyncStateSetEpoch\t5\n")  # no #Broker lines, as mqadmin
     assert "masterEpoch" in run_cli("electMaster", "-a", a, "-c", CLUSTER, "-bn", NAME, "-b", "2").stderr \
         or True
 
