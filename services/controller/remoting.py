@@ -235,7 +235,7 @@ class ControllerRemoting:
     # ------------------------------------------------------------------ the controller itself
     async def _metadata(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         data = self.m.metadata()
-        peers = ";".join(f"{p.id}-{p.address}" for p in self.m.peers)
+        peers = "".join(f"{p.id}:{p.address};" for p in self.m.peers)  # as DLedgerController writes them
         return make_response(request, ResponseCode.SUCCESS, None, h.GetMetaDataResponseHeader(
             group=data["group"], controller_leader_id=data["controllerLeaderId"],
             controller_leader_address=data["controllerLeaderAddress"], is_leader=bool(data["isLeader"]),

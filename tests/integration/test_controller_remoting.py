@@ -210,7 +210,8 @@ def test_followers_unknown_codes_and_bad_headers(controllers: ControllerCluster)
             follower = next(a for a in addresses if a != leader)
             meta = await call(client, follower, RC.CONTROLLER_GET_METADATA_INFO)
             assert meta.ext_fields["isLeader"] == "false" and meta.ext_fields["controllerLeaderAddress"] == leader
-            assert meta.ext_fields["peers"].count(";") == 2
+            # DLedgerController's form: "n0:host:port;" for every peer
+            assert meta.ext_fields["peers"] == "".join(f"n{i}:{a};" for i, a in enumerate(addresses))
             refused = await call(client, follower, RC.CONTROLLER_GET_REPLICA_INFO,
                                  h.GetReplicaInfoRequestHeader(broker_name=GROUP))
             assert refused.code == CODE.CONTROLLER_NOT_LEADER
