@@ -28,6 +28,7 @@ token that the HTTP notification needs.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import itertools
 import logging
@@ -38,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 from services.broker.consumer_offsets import GROUP_PATTERN, TableFull
 from services.broker.consumers import ConsumerGroups, RegistryFull
 from services.broker.namesrv_registration import AUTO_CREATE_TOPIC, PERM_READ_WRITE, topic_table
+from services.broker.put_batcher import PutBatcher
 from services.broker.record import valid_topic
 from services.broker.remoting_messages import Refusal, to_store_messages
 from services.broker.remoting_pull import MAX_PULL_BYTES, Arrivals, PullRead, hold, read_queue, slave_answer
 from services.broker.replicas_manager import Role
-from services.broker.store import Message
+from services.broker.store import Message, MessageIllegal
 from services.broker.topics import TopicsFull
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
@@ -92,6 +94,7 @@ class BrokerRemoting:
         self.arrivals = Arrivals()
         self.store_host = _store_host(broker.config.brokerIP1, broker.config.listenPort)
         self._opaque = itertools.count(1)
+        self.puts = PutBatcher(functools.partial(broker.put, validated=True))  # _send validates each alone
         self._tasks: list[asyncio.Task[None]] = []
         self._routes: dict[int, Route] = {
             RC.SEND_MESSAGE: self._send, RC.SEND_MESSAGE_V2: self._send, RC.SEND_BATCH_MESSAGE: self._send,
@@ -142,12 +145,19 @@ class BrokerRemoting:
         refusal = self._send_check(header, request.body)
         if refusal is not None:
             return _answer(request, refusal.code, refusal.remark)
-        host, _, port = conn.peer.rpartition(":")
-        messages = to_store_messages(header, request.body, SocketAddress.parse(host, _port(port)),
-                                     self.b.config.brokerClusterName)
+        born_host = conn.attributes.get("bornHost")
+        if born_host is None:  # parsed once per connection
+            host, _, port = conn.peer.rpartition(":")
+            born_host = conn.attributes["bornHost"] = SocketAddress.parse(host, _port(port))
+        messages = to_store_messages(header, request.body, born_host, self.b.config.brokerClusterName)
         if isinstance(messages, Refusal):
             return _answer(request, messages.code, messages.remark)
-        outcome = await self.b.put(messages)
+        try:
+            for message in messages:  # alone, so that it cannot fail the sends it is stored with
+                self.b.store.validate(message)
+        except MessageIllegal as exc:
+            return _answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        outcome = await self.puts.put(messages)
         return self._send_answer(request, outcome, [m.properties.get("UNIQ_KEY", "") for m in messages])
 
     def _send_check(self, header: bh.SendMessageRequestHeader, body: bytes) -> Refusal | None:
@@ -175,10 +185,11 @@ class BrokerRemoting:
             return _answer(request, code, remark or outcome.status)
         first = outcome.results[0]
         ids = ",".join(self._msg_id(r.commit_log_offset) for r in outcome.results)
-        header = bh.SendMessageResponseHeader(
-            msg_id=ids, queue_id=first.queue_id, queue_offset=first.queue_offset,
-            transaction_id=uniq_keys[0] if len(uniq_keys) == 1 else None)
-        return _answer(request, code, None, header.to_ext_fields())
+        # SendMessageResponseHeader's fields, written directly: every value is ours and of its type
+        ext = {"msgId": ids, "queueId": str(first.queue_id), "queueOffset": str(first.queue_offset)}
+        if len(uniq_keys) == 1 and uniq_keys[0]:
+            ext["transactionId"] = uniq_keys[0]
+        return _answer(request, code, None, ext)
 
     def _msg_id(self, commit_log_offset: int) -> str:
         return (self.store_host.encode() + commit_log_offset.to_bytes(8, "big", signed=True)).hex().upper()

@@ -44,6 +44,7 @@ class RemotingConnection(asyncio.Protocol):
         self._paused = False
         self._closed = False
         self._idle: asyncio.TimerHandle | None = None
+        self._out: list[bytes] = []  # answers encoded in this turn of the event loop, written together
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -93,8 +94,19 @@ class RemotingConnection(asyncio.Protocol):
             self._transport.close()
 
     def send(self, command: RemotingCommand) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(encode(command, self.decoder.max_frame_size))
+        """Queue an answer (or a request of ours); the answers of one turn of the event loop go out in one
+        write, so many requests in flight cost one system call, not one each."""
+        if self._transport is None or self._transport.is_closing():
+            return
+        frame = encode(command, self.decoder.max_frame_size)  # may raise: nothing is queued then
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(frame)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if out and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(b"".join(out))
 
     def _arm_idle(self) -> None:
         if self._idle is not None:

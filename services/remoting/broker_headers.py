@@ -84,8 +84,7 @@ class SendMessageRequestHeader(CustomHeader):
     batch: str | None = _string("batch")
     max_reconsume_times: int | None = _int("maxReconsumeTimes")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _check(self) -> None:
         _flag_text(type(self).__name__, "unitMode", self.unit_mode)
         _flag_text(type(self).__name__, "batch", self.batch)
 
@@ -115,12 +114,12 @@ class SendMessageRequestHeaderV2(CustomHeader):
     broker_name: str | None = _string("n")
 
     def to_v1(self) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            producer_group=self.producer_group, topic=self.topic, default_topic=self.default_topic,
-            default_topic_queue_nums=self.default_topic_queue_nums, queue_id=self.queue_id, sys_flag=self.sys_flag,
-            born_timestamp=self.born_timestamp, flag=self.flag, properties=self.properties,
-            reconsume_times=self.reconsume_times, unit_mode=self.unit_mode,
-            max_reconsume_times=self.max_reconsume_times, batch=self.batch)
+        return SendMessageRequestHeader._checked_values({
+            "producer_group": self.producer_group, "topic": self.topic, "default_topic": self.default_topic,
+            "default_topic_queue_nums": self.default_topic_queue_nums, "queue_id": self.queue_id, "sys_flag": self.sys_flag,
+            "born_timestamp": self.born_timestamp, "flag": self.flag, "properties": self.properties,
+            "reconsume_times": self.reconsume_times, "unit_mode": self.unit_mode,
+            "max_reconsume_times": self.max_reconsume_times, "batch": self.batch})
 
 
 def parse_send_header(code: int, ext: dict[str, str]) -> SendMessageRequestHeader:

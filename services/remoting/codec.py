@@ -75,17 +75,17 @@ def encode(command: RemotingCommand, max_frame_size: int = MAX_FRAME_SIZE) -> by
 
 
 def _json_header(command: RemotingCommand) -> bytes:
-    """fastjson's text of the bean. Every key is a string, so json.dumps (in C) writes exactly what
-    fastjson.dumps would, sorted and compact, about five times faster."""
-    bean: dict[str, object] = {"code": command.code, "flag": command.flag, "language": command.language.name,
-                               "opaque": command.opaque, "serializeTypeCurrentRPC": SerializeType.JSON.name,
-                               "version": command.version}
-    if command.ext_fields:
-        bean["extFields"] = dict(command.ext_fields)
-    if command.remark is not None:
-        bean["remark"] = command.remark
-    text = json.dumps(bean, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    """fastjson's text of the bean: its fields sorted by name, compact. The fields are known, so the text is
+    put together in their order around json.dumps (in C) of the strings and of extFields (sorted), which
+    writes exactly what fastjson.dumps would, several times faster than building it all here."""
+    ext = f'"extFields":{_DUMPS(dict(command.ext_fields))},' if command.ext_fields else ""
+    remark = f'"remark":{_DUMPS(command.remark)},' if command.remark is not None else ""
+    text = (f'{{"code":{command.code},{ext}"flag":{command.flag},"language":"{command.language.name}",'
+            f'"opaque":{command.opaque},{remark}"serializeTypeCurrentRPC":"JSON","version":{command.version}}}')
     return _utf8(text, "the JSON header")
+
+
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
 
 
 def _rocketmq_header(command: RemotingCommand) -> bytes:
@@ -208,7 +208,8 @@ def decode_payload(payload: bytes | bytearray | memoryview) -> RemotingCommand:
         fields = _read_rocketmq_header(header)
     else:
         fields = _read_json_header(header)
-    return RemotingCommand(**fields, body=bytes(payload[4 + header_length:]), serialize_type=serialize_type)
+    # every field is checked above (ints within int32, extFields strings only): built without a second check
+    return RemotingCommand.decoded(**fields, body=bytes(payload[4 + header_length:]), serialize_type=serialize_type)
 
 
 # -------------------------------------------------------------------------------- the JSON header
@@ -268,6 +269,9 @@ def _json_ext_fields(value: object) -> dict[str, str]:
         raise RemotingProtocolError(f"JSON header field 'extFields' is {fastjson.describe(value)}, not an object")
     fields: dict[str, str] = {}
     for key, item in value.items():
+        if type(key) is str and type(item) is str:  # nearly every field: nothing more to check
+            fields[key] = item
+            continue
         if not isinstance(key, str):
             raise RemotingProtocolError(f"JSON header extFields key {key!r} is not a string")
         text = _ext_text(key, item)

@@ -143,8 +143,10 @@ class RemotingCommand:
     serialize_type: SerializeType = SerializeType.JSON
 
     def __post_init__(self) -> None:
-        for name in ("code", "opaque", "flag", "version"):
-            _check_int32(name, getattr(self, name))
+        for name, value in (("code", self.code), ("opaque", self.opaque), ("flag", self.flag),
+                            ("version", self.version)):
+            if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
+                _check_int32(name, value)  # says what is wrong (an int subclass other than bool passes)
         if not isinstance(self.language, LanguageCode) or not isinstance(self.serialize_type, SerializeType):
             raise TypeError("language and serialize_type must be LanguageCode and SerializeType members")
         if self.remark is not None and not isinstance(self.remark, str):
@@ -152,9 +154,23 @@ class RemotingCommand:
         if not isinstance(self.body, bytes):
             raise TypeError(f"body must be bytes, got {type(self.body).__name__}")
         ext = dict(self.ext_fields)
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in ext.items()):
-            raise TypeError("ext_fields must map strings to strings")
+        for key, text in ext.items():
+            if not (isinstance(key, str) and isinstance(text, str)):
+                raise TypeError("ext_fields must map strings to strings")
         object.__setattr__(self, "ext_fields", MappingProxyType(ext))
+
+    @classmethod
+    def decoded(cls, *, code: int, opaque: int, flag: int, language: LanguageCode, version: int,
+                remark: str | None, ext_fields: dict[str, str], body: bytes,
+                serialize_type: SerializeType) -> RemotingCommand:
+        """A command from fields the codec has already checked (the same rules as ``__post_init__``:
+        ints within int32, ``ext_fields`` strings to strings); only the codec calls this."""
+        command = object.__new__(cls)
+        for name, value in (("code", code), ("opaque", opaque), ("flag", flag), ("language", language),
+                            ("version", version), ("remark", remark), ("ext_fields", MappingProxyType(ext_fields)),
+                            ("body", body), ("serialize_type", serialize_type)):
+            object.__setattr__(command, name, value)
+        return command
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RemotingCommand):

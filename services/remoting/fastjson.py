@@ -86,22 +86,23 @@ class _Fallback(Exception):
     """The fast path met something only the full parser may judge."""
 
 
-# an escaped surrogate, or (in a str given to loads) a surrogate itself
-_SURROGATE_ANYWHERE = re.compile(r"\\u[dD][89abcdefABCDEF]" "|[\ud800-\udfff]")
-
-
 def _fast(text: str, max_depth: int) -> JsonValue:
-    if _SURROGATE_ANYWHERE.search(text):
+    if ("\\u" in text and _ESCAPED_SURROGATE.search(text)) or (not text.isascii() and _RAW_SURROGATE.search(text)):
         raise _Fallback
     try:
-        value: JsonValue = json.loads(text, parse_int=_fast_int, parse_float=_fast_float,
-                                      parse_constant=_no_constant, object_pairs_hook=_unique_pairs)
+        value: JsonValue = _DECODER.decode(text)
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         raise _Fallback from None
     # a text with few brackets cannot nest deeply; only one with many needs its depth measured
     if text.count("{") + text.count("[") > max_depth and _depth(value) > max_depth:
         raise _Fallback
     return value
+
+
+#: An escaped surrogate (its literal prefix makes the search fast), and a surrogate itself (only in a str
+#: given to loads; decoded UTF-8 never holds one).
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+_RAW_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _fast_int(token: str) -> int:
@@ -129,6 +130,11 @@ def _unique_pairs(pairs: list[tuple[str, JsonValue]]) -> dict[str | int, JsonVal
     if len(result) != len(pairs):
         raise _Fallback
     return result
+
+
+#: One decoder with the hooks, built once (json.loads with hooks builds a new one on every call).
+_DECODER = json.JSONDecoder(parse_int=_fast_int, parse_float=_fast_float, parse_constant=_no_constant,
+                            object_pairs_hook=_unique_pairs)
 
 
 def _depth(value: JsonValue) -> int:

@@ -17,9 +17,8 @@ out; ``from_ext_fields`` checks what RocketMQ's ``decodeCommandCustomHeader`` pa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from typing import Any, Self
 
@@ -35,7 +34,6 @@ class Kind(Enum):
 
 
 _BOUNDS = {Kind.INT32: (-(2**31), 2**31 - 1), Kind.INT64: (-(2**63), 2**63 - 1)}
-_DECIMAL = re.compile(r"[+-]?[0-9]{1,64}")
 
 
 def _f(wire: str, kind: Kind, *, required: bool = False, default: Any = None) -> Any:
@@ -61,45 +59,77 @@ def _bool(wire: str, *, required: bool = False, default: Any = None) -> Any:
     return _f(wire, Kind.BOOLEAN, required=required, default=default)
 
 
-def _specs(header: Any) -> tuple[Field[Any], ...]:
-    """The fields of a header class or instance (every CustomHeader subclass is a dataclass)."""
-    return fields(header)
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    wire: str
+    kind: Kind
+    required: bool
+    default: Any
+
+
+_SPECS: dict[type, tuple[_Spec, ...]] = {}
+
+
+def _specs(cls: type) -> tuple[_Spec, ...]:
+    """The fields of a header class, read once per class (every CustomHeader subclass is a dataclass)."""
+    specs = _SPECS.get(cls)
+    if specs is None:
+        specs = _SPECS[cls] = tuple(_Spec(f.name, f.metadata["wire"], f.metadata["kind"], f.metadata["required"],
+                                          None if f.default is MISSING else f.default) for f in fields(cls))
+    return specs
 
 
 class CustomHeader:
     """Base of every header dataclass: validation, ``to_ext_fields`` and ``from_ext_fields``."""
 
     def __post_init__(self) -> None:
-        for spec in _specs(self):
+        for spec in _specs(type(self)):
             value = getattr(self, spec.name)
-            wire, kind = spec.metadata["wire"], spec.metadata["kind"]
             if value is None:
-                if spec.metadata["required"]:
-                    raise HeaderFieldError(type(self).__name__, wire, "is required")
-            elif not _fits(kind, value):
-                raise HeaderFieldError(type(self).__name__, wire, f"must be {kind.value}, got {value!r}")
+                if spec.required:
+                    raise HeaderFieldError(type(self).__name__, spec.wire, "is required")
+            elif not _fits(spec.kind, value):
+                raise HeaderFieldError(type(self).__name__, spec.wire, f"must be {spec.kind.value}, got {value!r}")
+        self._check()
+
+    def _check(self) -> None:
+        """Rules beyond each field's type (a subclass's); run however the header was built."""
 
     def to_ext_fields(self) -> dict[str, str]:
         ext: dict[str, str] = {}
-        for spec in _specs(self):
+        for spec in _specs(type(self)):
             value = getattr(self, spec.name)
             if value is not None:
-                ext[spec.metadata["wire"]] = _to_text(value)
+                ext[spec.wire] = _to_text(value)
         return ext
 
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
-        values: dict[str, Any] = {}
+        """Every field parsed and checked from its text; the header is built without checking the types a
+        second time (parsing gave them), but with the class's own rules (``_check``)."""
+        header = object.__new__(cls)
         for spec in _specs(cls):
-            wire, kind = spec.metadata["wire"], spec.metadata["kind"]
-            raw = ext.get(wire)
+            raw = ext.get(spec.wire)
             if raw is None:
-                if spec.metadata["required"]:
-                    raise HeaderFieldError(cls.__name__, wire, "is missing (required)")
-                values[spec.name] = None if spec.default is MISSING else spec.default
+                if spec.required:
+                    raise HeaderFieldError(cls.__name__, spec.wire, "is missing (required)")
+                value = spec.default
             else:
-                values[spec.name] = _parse(cls.__name__, wire, kind, raw)
-        return cls(**values)
+                value = _parse(cls.__name__, spec.wire, spec.kind, raw)
+            object.__setattr__(header, spec.name, value)
+        header._check()
+        return header
+
+    @classmethod
+    def _checked_values(cls, values: Mapping[str, Any]) -> Self:
+        """A header from values that already passed this module's checks (another header's fields):
+        every field must be given; only the class's own rules run again."""
+        header = object.__new__(cls)
+        for spec in _specs(cls):
+            object.__setattr__(header, spec.name, values[spec.name])
+        header._check()
+        return header
 
 
 def _fits(kind: Kind, value: object) -> bool:
@@ -125,7 +155,9 @@ def _parse(header: str, wire: str, kind: Kind, raw: str) -> object:
         if lowered not in ("true", "false"):
             raise HeaderFieldError(header, wire, f"must be true or false, got {raw[:40]!r}")
         return lowered == "true"
-    if _DECIMAL.fullmatch(raw) is None:
+    digits = raw[1:] if raw[:1] in ("+", "-") else raw
+    # ASCII digits only (str.isdigit alone would take other scripts' digits); at most 64 of them
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 64):
         raise HeaderFieldError(header, wire, f"must be a decimal integer, got {raw[:40]!r}")
     value = int(raw)
     low, high = _BOUNDS[kind]

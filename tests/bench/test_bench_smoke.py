@@ -24,6 +24,8 @@ CASES = [
     pytest.param("restart", ["bench.restart", "--broker-mib", "70", "--controller-events", "300"], id="restart"),
     pytest.param("false_failover", ["bench.false_failover", "--minutes", "0.05", "--producers", "1"],
                  id="false_failover"),
+    pytest.param("remoting_sends", ["bench.remoting_sends", "--seconds", "1", "--rounds", "1", "--warmup", "0.2",
+                                    "--connections", "1", "--in-flight", "8"], id="remoting_sends"),
     pytest.param("heartbeat_soak", ["bench.heartbeat_soak", "--brokers", "12", "--minutes", "0.1"],
                  id="heartbeat_soak"),
     pytest.param("report_vs_duckdb", ["bench.report_vs_duckdb", "--events", "20000", "--groups", "20", "--runs", "1"],
