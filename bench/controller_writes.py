@@ -1,11 +1,13 @@
-"""Controller write capacity: committed metadata writes through the HTTP API of a 3-node controller
-(journal on), against bare pysyncobj writes on 3 nodes measured in the same run.
+"""Controller write capacity: committed metadata writes through the HTTP API and through RocketMQ's
+remoting protocol of a 3-node controller (journal on), against bare pysyncobj writes on 3 nodes measured
+in the same run.
 
     python -m bench.controller_writes [--seconds 12] [--rounds 4] [--clients 16]
 
 HTTP: ``--clients`` concurrent callers, one keep-alive connection each, POST ``applyBrokerId`` to the
 leader (every call commits one write: an event for one of 64 broker sets; writes that arrive together share a
-log entry, the controller's group commit). Raw: the same number of threads inside
+log entry, the controller's group commit). Remoting: the same writes as ``CONTROLLER_APPLY_BROKER_ID``
+(1013) frames, ``--clients`` of them in flight on one connection, answered by ``opaque``. Raw: the same number of threads inside
 the leader process of a bare pysyncobj cluster, each calling a replicated method synchronously with an
 entry of the same size (``bench/raw_raft.py``). CPU time per committed write is charged to each process.
 
@@ -22,6 +24,7 @@ import asyncio
 import gc
 import json
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -41,6 +44,9 @@ from bench.common import (
     write_result,
 )
 from mqctl.localcluster import ControllerCluster, free_port_pair, send_and_wait, wait_until
+from services.remoting import headers as h
+from services.remoting.codec import FrameDecoder, encode
+from services.remoting.command import RequestCode, make_request
 
 
 class Slices:
@@ -154,14 +160,34 @@ class HttpCluster:
         self.cluster.stop()
 
 
-def measure(root: Path, seconds: float, rounds: int, clients: int) -> tuple[dict[str, Any], dict[str, Any]]:
+class RemotingSide:
+    """The same controller cluster as an HttpCluster, driven over remoting."""
+
+    def __init__(self, cluster: HttpCluster) -> None:
+        self.cluster = cluster
+        self.slices = Slices()
+
+    def slice(self, seconds: float, measured: bool = True) -> None:
+        c = self.cluster
+        before = [cpu_seconds(p) for p in c.pids]
+        started = time.monotonic()
+        done, failed, latencies = asyncio.run(_drive_remoting(c.leader.address, c.body, seconds, c.clients))
+        elapsed = time.monotonic() - started
+        if measured:
+            self.slices.add(done, elapsed, sum(cpu_seconds(p) - b for p, b in zip(c.pids, before)), latencies,
+                            failed)
+
+
+def measure(root: Path, seconds: float, rounds: int,
+            clients: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     raw: RawCluster | None = None
     http: HttpCluster | None = None
     try:
         raw = RawCluster(root, clients)
         http = HttpCluster(root, clients)
-        alternate([raw, http], rounds, seconds, warmup=min(1.0, seconds / rounds))
-        return raw.slices.row(), http.row()
+        remoting = RemotingSide(http)
+        alternate([raw, http, remoting], rounds, seconds, warmup=min(1.0, seconds / rounds))
+        return raw.slices.row(), http.row(), remoting.slices.row()
     finally:
         if http is not None:
             http.stop()
@@ -201,6 +227,58 @@ async def _drive(address: str, body: dict[str, Any], seconds: float,
     return done, failed, latencies
 
 
+async def _drive_remoting(address: str, body: dict[str, Any], seconds: float,
+                          clients: int) -> tuple[int, dict[str, int], list[float]]:
+    """One connection with ``clients`` CONTROLLER_APPLY_BROKER_ID requests in flight, each answer followed
+    by the next request; frames encoded once per broker set (only the opaque changes)."""
+    host, _, port = address.rpartition(":")
+    frames = []
+    for g in range(64):
+        header = h.ApplyBrokerIdRequestHeader(cluster_name=body["clusterName"], broker_name=f"bench-{g}",
+                                              applied_broker_id=body["appliedBrokerId"],
+                                              register_check_code=body["registerCheckCode"])
+        frames.append(encode(make_request(RequestCode.CONTROLLER_APPLY_BROKER_ID, 0, header.to_ext_fields())))
+    reader, writer = await asyncio.open_connection(host, int(port))
+    decoder = FrameDecoder()
+    stop = time.monotonic() + seconds
+    sent: dict[int, float] = {}
+    done, counter = 0, 0
+    failed: dict[str, int] = {}
+    latencies: list[float] = []
+
+    def send() -> None:
+        nonlocal counter
+        counter += 1
+        sent[counter] = time.perf_counter()
+        writer.write(_with_opaque(frames[counter % 64], counter))
+
+    for _ in range(clients):
+        send()
+    while sent:
+        data = await reader.read(1 << 16)
+        if not data:
+            break
+        for answer in decoder.feed(data):
+            t0 = sent.pop(answer.opaque)
+            if answer.code == 0:
+                done += 1
+                latencies.append((time.perf_counter() - t0) * 1000)
+            else:
+                failed[str(answer.code)] = failed.get(str(answer.code), 0) + 1
+            if time.monotonic() < stop:
+                send()
+    writer.close()
+    return done, failed, latencies
+
+
+def _with_opaque(frame: bytes, opaque: int) -> bytes:
+    """``frame`` (written with opaque 0) with ``opaque`` instead: the JSON header is rewritten, lengths too."""
+    _, mark = struct.unpack_from(">ii", frame)
+    header = frame[8:8 + (mark & 0xFFFFFF)].replace(b'"opaque":0,', f'"opaque":{opaque},'.encode(), 1)
+    body = frame[8 + (mark & 0xFFFFFF):]
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=12, help="measuring time per case")
@@ -210,20 +288,29 @@ def main() -> None:
     gc.collect()
     gc.freeze()
     root = scratch_dir("mqctl-bench-ctl-")
-    raw, http = measure(root, args.seconds, args.rounds, args.clients)
+    raw, http, remoting = measure(root, args.seconds, args.rounds, args.clients)
     rows = [{"case": "bare pysyncobj, in-process callers", "writesPerSec": raw["writesPerSec"],
              "p50Ms": raw["latencyMs"]["p50"], "p99Ms": raw["latencyMs"]["p99"],
              "cpuUsPerWrite": raw["cpuUsPerWrite"]},
             {"case": "controller HTTP API (applyBrokerId)", "writesPerSec": http["writesPerSec"],
              "p50Ms": http["latencyMs"]["p50"], "p99Ms": http["latencyMs"]["p99"],
-             "cpuUsPerWrite": http["cpuUsPerWrite"]}]
+             "cpuUsPerWrite": http["cpuUsPerWrite"]},
+            {"case": "controller remoting (1013, one connection)", "writesPerSec": remoting["writesPerSec"],
+             "p50Ms": remoting["latencyMs"]["p50"], "p99Ms": remoting["latencyMs"]["p99"],
+             "cpuUsPerWrite": remoting["cpuUsPerWrite"]}]
     ratio = http["writesPerSec"] / raw["writesPerSec"]
+    remoting_ratio = remoting["writesPerSec"] / raw["writesPerSec"]
+    remoting_slices = [x / r for r, x in zip(raw["sliceWritesPerSec"], remoting["sliceWritesPerSec"]) if r]
     slice_ratios = [h / r for r, h in zip(raw["sliceWritesPerSec"], http["sliceWritesPerSec"]) if r]
     print(table(rows, ["case", "writesPerSec", "p50Ms", "p99Ms", "cpuUsPerWrite"]))
     print(f"\nHTTP / raw (same run, alternating slices): {ratio:.2f}x; slice by slice: "
           + ", ".join(f"{x:.2f}x" for x in slice_ratios) + f"; failed HTTP writes: {http['failed'] or 0}")
+    print(f"remoting / raw: {remoting_ratio:.2f}x (target >= 0.5x); slice by slice: "
+          + ", ".join(f"{x:.2f}x" for x in remoting_slices) + f"; failed: {remoting['failed'] or 0}")
     path = write_result("controller_writes", {"args": vars(args), "raw": raw, "http": http, "httpOverRaw": ratio,
-                                              "sliceRatios": slice_ratios})
+                                              "sliceRatios": slice_ratios, "remoting": remoting,
+                                              "remotingOverRaw": remoting_ratio,
+                                              "remotingSliceRatios": remoting_slices})
     print(f"result: {path}")
 
 
