@@ -1,0 +1,5 @@
+"""One module per group of commands; each has a ``COMMANDS`` list the CLI registers.
+
+The package's modules are its public surface (tests/unit/test_exported_members.py)."""
+
+__all__ = ["broker", "cluster", "controller", "quickstart", "report", "store", "topic"]

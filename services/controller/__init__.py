@@ -1,0 +1,7 @@
+"""The controller: the Raft-replicated state machine, its HTTP and remoting APIs.
+
+The package's modules are its public surface (tests/unit/test_exported_members.py)."""
+
+__all__ = ["api", "cli", "config", "controller", "elect_policy", "events", "heartbeat", "metrics", "namesrv",
+           "namesrv_remoting", "raft", "raft_secret", "raft_store", "raft_transport", "remoting", "server",
+           "state_machine"]

@@ -9,3 +9,6 @@
 
 docs/remoting.md describes the wire format, the limits and how compatibility is tested.
 """
+
+__all__ = ["bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
+           "message", "namesrv_bodies"]
