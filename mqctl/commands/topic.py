@@ -49,7 +49,9 @@ PERMS = {2: "-W-", 4: "R--", 6: "RW-"}
 def update_topic(app: App, topic: str, broker_addr: str | None, cluster_name: str | None, read_queues: int | None,
                  write_queues: int | None, perm: str, order: bool, controller_address: str | None,
                  namesrv: str | None, fmt: str) -> None:
-    """Create a topic on a broker, or on every broker of a cluster (masters and slaves: each keeps it).
+    """Create a topic on a broker, or on every broker of a cluster: every live replica when the brokers
+    come from our controller (each keeps it), the masters when they come from a name server (-n), as
+    mqadmin does.
 
     Our brokers give every topic the same number of queues (defaultTopicQueueNums) and refuse other
     counts; a topic is also created by its first message.
@@ -62,8 +64,13 @@ def update_topic(app: App, topic: str, broker_addr: str | None, cluster_name: st
     """
     if bool(broker_addr) == bool(cluster_name):
         raise click.UsageError("give exactly one of -b brokerAddr and -c clusterName")
-    addresses = [check_address(broker_addr, "broker")] if broker_addr else _live_replicas(
-        app, _broker_sets(app, controller_address, namesrv, None, cluster_name))
+    if broker_addr:
+        addresses = [check_address(broker_addr, "broker")]
+    elif namesrv:  # as mqadmin: the masters (a RocketMQ slave copies its master's topics)
+        addresses = [str(bs["masterAddress"]) for bs in _broker_sets(app, None, namesrv, None, cluster_name)
+                     if bs.get("masterAddress")]
+    else:  # our brokers keep created topics themselves: every live replica
+        addresses = _live_replicas(app, _broker_sets(app, controller_address, None, None, cluster_name))
     remoting = BlockingRemoting()
     created: list[str] = []
     config: dict[str, Any] = {}

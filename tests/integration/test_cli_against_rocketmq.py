@@ -291,3 +291,11 @@ def test_report_from_a_rocketmq_cluster_has_the_epochs(cluster: Cluster, tmp_pat
     without_cluster = mqctl("report", "-a", cluster.leader.address, "--output", str(tmp_path / "out2"))
     assert without_cluster.returncode == 2
     assert "keeps no event log: give -c CLUSTER" in without_cluster.stderr
+
+
+def test_update_topic_on_a_rocketmq_cluster_goes_to_its_masters(cluster: Cluster) -> None:
+    out = ok("updateTopic", "-t", "TopicTest", "-c", "DefaultCluster", "-n", cluster.namesrv.address,
+             "--format", "mqadmin")
+    assert out.startswith(f"create topic to {cluster.master.address} success.\nTopicConfig [topicName=TopicTest")
+    assert [r.code for r in cluster.master.requests if r.code == 17] == [17]
+    assert not [r for r in cluster.slave.requests if r.code == 17]  # a RocketMQ slave copies its master's
