@@ -90,13 +90,15 @@ print("DONE", flush=True)
 """
 
 PUSH_CONSUMER = r"""
-import sys, time
+import sys, threading, time
 from rocketmq.client import PushConsumer
 namesrv, topic, group, expression, want = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 seen = []
+lock = threading.Lock()  # the client calls back on several threads: one whole line at a time
 def on_message(message):
-    seen.append(message.keys.decode())
-    print("MSG", message.keys.decode(), message.tags.decode(), flush=True)
+    with lock:
+        seen.append(message.keys.decode())
+        print("MSG", message.keys.decode(), message.tags.decode(), flush=True)
 consumer = PushConsumer(group)
 consumer.set_namesrv_addr(namesrv)
 consumer.subscribe(topic, on_message, expression)
