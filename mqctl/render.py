@@ -10,15 +10,7 @@ from rich.text import Text
 
 from mqctl.app import App
 from mqctl.terminal import terminal_safe
-
-
-def _java(value: Any) -> str:
-    """Render like Java's String.format %s / %d: null for None, true/false for booleans."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+from services.common.text import java_text as _java
 
 
 # ---------------------------------------------------------------------- getControllerMetaData

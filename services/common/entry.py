@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from services.common.errors import MqctlError, UsageError
-from services.common.text import printable, printable_layout
+from services.common.text import java_text, printable, printable_layout
 
 __all__ = ["overrides", "print_properties", "run_command", "warn"]
 
@@ -36,17 +36,9 @@ def warn(message: str) -> None:
 def print_properties(address: str, properties: dict[str, Any]) -> None:
     """The configuration as mqadmin prints a server's (``-p``): a banner, then ``key<pad>=  value``."""
     text = f"============{address}============\n"
-    text += "".join(f"{key:<50}=  {_java(value)}\n" for key, value in properties.items())
+    text += "".join(f"{key:<50}=  {java_text(value)}\n" for key, value in properties.items())
     sys.stdout.write(printable_layout(text))
     sys.stdout.flush()
-
-
-def _java(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def run_command(command: click.Command, argv: list[str], prog: str) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "printable_layout"]
+__all__ = ["java_text", "printable", "printable_layout"]
 
 #: C0 controls, DEL, C1 controls, and the invisible marks that reorder text (bidi overrides/isolates).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -31,3 +31,12 @@ def printable_layout(text: str) -> str:
     """Like :func:`printable`, but keeps newlines and tabs: for a whole layout whose values are already
     clean (a last guard at the output boundary)."""
     return _LAYOUT.sub(_escape, text)
+
+
+def java_text(value: object) -> str:
+    """``value`` as Java's String.format %s writes it: null for None, true/false for booleans."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

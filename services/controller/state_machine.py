@@ -33,6 +33,7 @@ from typing import Any, overload
 from services.common.codes import ResponseCode
 from services.common.fields import REQUEST_ID_MAX_LENGTH
 from services.common.signing import alter_signature_ok
+from services.common.text import java_text as _java
 from services.controller.elect_policy import DefaultElectPolicy
 from services.controller.events import (
     AlterSyncStateSetEvent,
@@ -75,11 +76,6 @@ class ControllerResult:
 
 #: A broker id as Long.valueOf reads one (an optional sign, then digits; at most a long's 19).
 _DECIMAL_ID = re.compile(r"[+-]?[0-9]{1,19}")
-
-
-def _java(value: object) -> str:
-    """A value as Java's String.format %s writes it (null for None)."""
-    return "null" if value is None else str(value)
 
 
 def _fail(code: ResponseCode, remark: str, data: dict[str, Any] | None = None) -> ControllerResult:

@@ -9,12 +9,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.localcluster import BrokerNode, ControllerCluster
 from services.common.codes import ResponseCode
 from services.common.remoting_client import RemotingClient
 from services.remoting import headers as h
@@ -22,25 +20,11 @@ from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
 from tests.integration.conftest import poll
 from tests.integration.test_broker import wait_role
-from tests.integration.test_replication import HA
+from tests.integration.test_namesrv import group  # noqa: F401  (the fixture: a master and a slave of broker-a)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 GROUP, CLUSTER = "broker-a", "DefaultCluster"
-
-
-@pytest.fixture
-def group(tmp_path: Path, controllers: ControllerCluster) -> Iterator[list[BrokerNode]]:
-    nodes = [make_broker(tmp_path, GROUP, i, controllers.addresses, **HA) for i in (1, 2)]
-    try:
-        nodes[0].start()
-        wait_role(nodes[0], "MASTER")
-        nodes[1].start()
-        wait_role(nodes[1], "SLAVE")
-        yield nodes
-    finally:
-        for node in nodes:
-            node.kill()
 
 
 def mqctl(protocol: str, *args: str) -> str:
@@ -56,7 +40,7 @@ def both(*args: str) -> tuple[str, str]:
 
 
 def test_admin_commands_answer_the_same_over_both_protocols(controllers: ControllerCluster,
-                                                            group: list[BrokerNode]) -> None:
+                                                            group: list[BrokerNode]) -> None:  # noqa: F811
     a = controllers.addresses
     master, slave = group
     http, remoting = both("getControllerMetaData", "-a", a, "--format", "mqadmin")
@@ -110,7 +94,7 @@ def _routed(controller: str, topic: str) -> bool:
 
 
 def test_update_topic_creates_it_on_every_replica_and_it_survives_a_restart(
-        controllers: ControllerCluster, group: list[BrokerNode]) -> None:
+        controllers: ControllerCluster, group: list[BrokerNode]) -> None:  # noqa: F811
     master, slave = group
     out = mqctl("auto", "updateTopic", "-t", "Created", "-c", CLUSTER, "-a", controllers.addresses,
                 "--format", "mqadmin")
