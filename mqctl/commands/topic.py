@@ -17,7 +17,7 @@ from services.common.addresses import check_address, split_address
 from services.common.broker_client import replica_addresses
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import RemoteError, UnreachableError
-from services.common.remoting_blocking import BlockingRemoting
+from services.common.remoting_blocking import BlockingRemoting, signer
 from services.remoting import broker_headers as bh
 from services.remoting.command import RemotingCommand, make_request
 from services.remoting.errors import RemotingError
@@ -71,7 +71,7 @@ def update_topic(app: App, topic: str, broker_addr: str | None, cluster_name: st
                      if bs.get("masterAddress")]
     else:  # our brokers keep created topics themselves: every live replica
         addresses = _live_replicas(app, _broker_sets(app, controller_address, None, None, cluster_name))
-    remoting = BlockingRemoting()
+    remoting = BlockingRemoting(signer=signer(app.token))
     created: list[str] = []
     config: dict[str, Any] = {}
     try:

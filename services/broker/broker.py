@@ -12,7 +12,8 @@ from typing import Any
 
 from services.broker.config import BrokerConfig
 from services.broker.consumer_offsets import ConsumerOffsets
-from services.broker.controller_api import BrokerControllerApi
+from services.broker.controller_api import BrokerControllerApi, ControllerApi
+from services.broker.controller_remoting import RemotingControllerApi
 from services.broker.flush import FlushService
 from services.broker.ha.auth import BrokerKey
 from services.broker.metrics import BrokerMetrics
@@ -43,8 +44,7 @@ class Broker:
         self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
                                   config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize)
         self.key = BrokerKey.load_or_create(config.key_file)
-        self.api = BrokerControllerApi(config.controllerAddr, timeout=3.0, token=config.authToken or None,
-                                       public_key=self.key.public_hex)
+        self.api = controller_api(config, self.key.public_hex)
         self.flush: FlushService | None = None
         self.replicas = ReplicasManager(config, self.store, self.api, self.clock, listener=self,
                                         on_fatal=on_fatal)
@@ -209,6 +209,13 @@ class Broker:
             "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset,
             "flushedOffset": self.flush.flushed_offset if self.flush else None,
             "flushDiskType": self.config.flushDiskType, "controllerLeader": self.api.leader,
+            "controllerProtocol": self.config.controllerProtocol,
             "putStatusCounts": dict(self.put_counts), "ha": self.replication.status(),
             "roleChangedTimestamp": self.replicas.role_changed_ms,
         }
+
+
+def controller_api(config: BrokerConfig, public_key: str) -> ControllerApi:
+    """The broker's client of the controllers, in the protocol ``controllerProtocol`` names."""
+    kind = RemotingControllerApi if config.controllerProtocol == "remoting" else BrokerControllerApi
+    return kind(config.controllerAddr, timeout=3.0, token=config.authToken or None, public_key=public_key)

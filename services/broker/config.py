@@ -48,6 +48,7 @@ class BrokerConfig:
     flushIntervalConsumeQueue: int = 1000
     syncFlushTimeout: int = 5000
     controllerAddr: str = "127.0.0.1:9878"
+    controllerProtocol: str = "http"
     authToken: str = ""
     syncBrokerMetadataPeriod: int = 5000
     checkSyncStateSetPeriod: int = 5000
@@ -138,6 +139,8 @@ class BrokerConfig:
             raise ConfigError("maxMessageSize must be smaller than mappedFileSizeCommitLog")
         if not self.controllerAddr.strip():
             raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
+        if self.controllerProtocol not in ("http", "remoting"):
+            raise ConfigError(f"controllerProtocol must be http or remoting, got {self.controllerProtocol!r}")
         if not self.minInSyncReplicas >= 1:
             raise ConfigError("minInSyncReplicas must be at least 1")
         if self.inSyncReplicas < 1 or self.totalReplicas < 1:

@@ -1,9 +1,12 @@
-"""The broker's calls to the controller (blocking; the broker runs them in worker threads)."""
+"""The broker's calls to the controller (blocking; the broker runs them in worker threads), over HTTP
+(:class:`BrokerControllerApi`) or RocketMQ's remoting protocol (``controller_remoting.py``), chosen by
+the broker's ``controllerProtocol``. Both give the broker the same answers, as dicts in the HTTP API's
+field names."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -15,7 +18,41 @@ from services.common.errors import ConfigError, RemoteError
 log = logging.getLogger(__name__)
 
 
+class ControllerApi(Protocol):
+    """What the broker asks of the controllers."""
+
+    addresses: list[str]
+    token: str | None
+    public_key: str
+    #: Whether the connections carrying the heartbeats tell the controllers at once when this broker's
+    #: process dies (remoting, as RocketMQ's channels do); else the broker holds liveness websockets.
+    channels_included: bool
+
+    @property
+    def leader(self) -> str | None: ...
+    def close(self) -> None: ...
+    def get_next_broker_id(self, cluster: str, broker_name: str) -> int: ...
+    def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None: ...
+    def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]: ...
+    def broker_keys(self, broker_name: str) -> dict[int, str]: ...
+    def get_replica_info(self, broker_name: str) -> dict[str, Any]: ...
+    def registered_replicas(self, broker_name: str) -> int: ...
+    def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None: ...
+    def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
+                             sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]: ...
+    def heartbeat_all(self, body: dict[str, Any]) -> int: ...
+
+
+def key_refused(broker_id: int, broker_name: str, remark: str) -> ConfigError:
+    return ConfigError(
+        f"the controller holds another key for broker id {broker_id} of {broker_name} ({remark}): "
+        "this store's broker key is not the one this broker registered with. See docs/operations.md, "
+        "'broker key damaged or lost'")
+
+
 class BrokerControllerApi:
+    channels_included = False
+
     def __init__(self, controller_addr: str, timeout: float = 3.0, token: str | None = None,
                  public_key: str = "") -> None:
         self.addresses = parse_addresses(controller_addr)
@@ -49,10 +86,7 @@ class BrokerControllerApi:
                 "publicKey": self.public_key})
         except RemoteError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
-                raise ConfigError(
-                    f"the controller holds another key for broker id {broker_id} of {broker_name} ({exc.remark}): "
-                    "this store's broker key is not the one this broker registered with. See docs/operations.md, "
-                    "'broker key damaged or lost'") from None
+                raise key_refused(broker_id, broker_name, exc.remark) from None
             raise
         return dict(env.data)
 
@@ -64,6 +98,11 @@ class BrokerControllerApi:
     def get_replica_info(self, broker_name: str) -> dict[str, Any]:
         env = self.client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": broker_name})
         return dict(env.data)
+
+    def registered_replicas(self, broker_name: str) -> int:
+        """How many replicas of ``broker_name`` the controller knows (in sync or not)."""
+        env = self.client.call("GET", "/v1/controller/syncStateData", params={"brokerName": [broker_name]})
+        return sum(len(e["inSyncReplicas"]) + len(e["notInSyncReplicas"]) for e in env.data["brokers"])
 
     def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
         """Broker-triggered election; the answer (SUCCESS or MASTER_STILL_EXIST) or None if nobody won."""

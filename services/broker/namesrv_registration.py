@@ -12,8 +12,8 @@ it knows, and the counter moves whenever its set of topics changes. Its topics a
 each with ``defaultTopicQueueNums`` read and write queues, plus TBW102 (the auto-create topic) with
 read, write and inherit permission: this broker creates any topic on its first message.
 
-With an auth token configured nothing is registered: the controllers refuse remoting writes then (the
-protocol cannot carry the token), so the broker says so once instead of failing every 30 s.
+With an auth token configured, each request is signed with it (services/remoting/acl.py), as the
+controllers then require.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from services.common.codes import ResponseCode
 from services.common.errors import MqctlError
 from services.common.remoting_client import RemotingClient
 from services.remoting import headers as h
+from services.remoting.acl import sign
 from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.namesrv_bodies import (
     DataVersion,
@@ -93,7 +94,9 @@ class NamesrvRegistration:
         self.topics = topics
         self.clock = clock
         self.interval_s = interval_s
-        self.client = RemotingClient(timeout_s=timeout_s)
+        token = config.authToken
+        self.client = RemotingClient(timeout_s=timeout_s,
+                                     signer=(lambda r: sign(r, token, clock.now_ms())) if token else None)
         self.known: frozenset[str] = frozenset()  # the topics of the last registration
         self.registered_id: int | None = None
         self._version = DataVersion()
@@ -103,10 +106,6 @@ class NamesrvRegistration:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if self.config.authToken:
-            log.info("not registering with the controllers as name servers: with an auth token they refuse "
-                     "remoting registrations (the protocol cannot carry the token)")
-            return
         self._task = asyncio.get_running_loop().create_task(self._run(), name="namesrv-registration")
 
     async def stop(self) -> None:

@@ -21,8 +21,8 @@ other                  REQUEST_CODE_NOT_SUPPORTED
 
 A malformed custom header or body is answered ``INVALID_PARAMETER`` naming the field, and a oneway
 request that cannot be served is dropped. Produce and consume calls are open, as HTTP's are (and
-RocketMQ's without ACL); with ``authToken`` set, a 1008 is ignored, since the protocol cannot carry the
-token that the HTTP notification needs.
+RocketMQ's without ACL); with ``authToken`` set, a 1008 is acted on only when signed with the token
+(services/remoting/acl.py), as the controllers sign it.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from services.common.remoting_conn import RemotingConnection
 from services.remoting import bodies
 from services.remoting import broker_bodies as bb
 from services.remoting import broker_headers as bh
+from services.remoting.acl import Verifier
 from services.remoting.command import RemotingCommand, RequestCode, make_request, make_response
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
@@ -96,6 +97,7 @@ class BrokerRemoting:
         self._opaque = itertools.count(1)
         self.puts = PutBatcher(functools.partial(broker.put, validated=True))  # _send validates each alone
         self._tasks: list[asyncio.Task[None]] = []
+        self._verifier: Verifier | None = None
         self._routes: dict[int, Route] = {
             RC.SEND_MESSAGE: self._send, RC.SEND_MESSAGE_V2: self._send, RC.SEND_BATCH_MESSAGE: self._send,
             RC.PULL_MESSAGE: self._pull, RC.QUERY_CONSUMER_OFFSET: self._query_offset,
@@ -359,7 +361,7 @@ class BrokerRemoting:
 
     async def _create_topic(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         header = bh.CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        refusal = self._topic_refusal(header)
+        refusal = self._topic_refusal(header, request)
         if refusal is not None:
             return _answer(request, *refusal)
         try:
@@ -371,12 +373,12 @@ class BrokerRemoting:
             self.b.namesrv.note_topics([header.topic])
         return _answer(request, ResponseCode.SUCCESS)
 
-    def _topic_refusal(self, header: bh.CreateTopicRequestHeader) -> tuple[int, str] | None:
+    def _topic_refusal(self, header: bh.CreateTopicRequestHeader, request: RemotingCommand) -> tuple[int, str] | None:
         """Why this broker will not create the topic as asked (code, remark), or None."""
         queues = self.b.config.defaultTopicQueueNums
-        if self.b.config.authToken:
-            return (ResponseCode.NO_PERMISSION, ("this broker requires its auth token, which the remoting protocol "
-                                                "cannot carry: topics are created on first send"))
+        unsigned = self.unsigned(request)
+        if unsigned is not None:
+            return ResponseCode.NO_PERMISSION, unsigned
         if not valid_topic(header.topic) or header.topic == AUTO_CREATE_TOPIC:
             return (ResponseCode.INVALID_PARAMETER, (f"topic {header.topic[:80]!r} is illegal or a system topic: "
                                                     f"use at most 127 of letters, digits, '%', '|', '_' and '-'"))
@@ -397,12 +399,21 @@ class BrokerRemoting:
 
     async def _role_changed(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         NotifyBrokerRoleChangedRequestHeader.from_ext_fields(request.ext_fields)  # well formed, never applied
-        if self.b.config.authToken:
-            log.info("ignored a role-change notification over remoting from %s: this broker requires its auth "
-                     "token, which the remoting protocol cannot carry", conn.peer)
-        else:
-            await self.b.replicas.on_role_change_notified()
+        refusal = self.unsigned(request)
+        if refusal is not None:
+            log.info("ignored a role-change notification over remoting from %s: %s", conn.peer, refusal)
+            return _answer(request, ResponseCode.NO_PERMISSION, refusal)
+        await self.b.replicas.on_role_change_notified()
         return _answer(request, ResponseCode.SUCCESS)
+
+    def unsigned(self, request: RemotingCommand) -> str | None:
+        """With ``authToken`` set: why ``request`` is not signed with it (None if it is, or if no token)."""
+        token = self.b.config.authToken
+        if not token:
+            return None
+        if self._verifier is None or self._verifier.secret != token:
+            self._verifier = Verifier(token)
+        return self._verifier.check(request, self.b.clock.now_ms())
 
 
 def _subscriptions(consumer: bb.ConsumerData) -> dict[str, str]:

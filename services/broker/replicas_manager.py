@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from services.broker.channel import LivenessChannels
 from services.broker.config import BrokerConfig
-from services.broker.controller_api import BrokerControllerApi
+from services.broker.controller_api import ControllerApi
 from services.broker.identity import BrokerRegistrar, IdentityFiles
 from services.broker.store import MessageStore
 from services.common.clock import Clock
@@ -61,7 +61,7 @@ class RoleListener(Protocol):
 
 
 class ReplicasManager:
-    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
+    def __init__(self, config: BrokerConfig, store: MessageStore, api: ControllerApi, clock: Clock,
                  listener: RoleListener | None = None,
                  on_fatal: Callable[[str], None] | None = None) -> None:
         self.config = config
@@ -99,7 +99,8 @@ class ReplicasManager:
             return
         await self.send_heartbeat()
         assert self.broker_id is not None
-        self.channels.start(self.broker_id)
+        if not self.api.channels_included:
+            self.channels.start(self.broker_id)
         async with self._lock:
             if answer.get("masterBrokerId") is not None and answer.get("masterAddress") \
                     and answer.get("masterBrokerId") != self.broker_id:

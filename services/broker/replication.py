@@ -13,7 +13,7 @@ from services.broker.replicas_manager import RoleState
 from services.broker.store import MessageStore
 
 if TYPE_CHECKING:
-    from services.broker.controller_api import BrokerControllerApi
+    from services.broker.controller_api import ControllerApi
     from services.broker.flush import FlushService
     from services.broker.ha.auth import BrokerKey
     from services.broker.ha.slave import HAClient
@@ -95,7 +95,7 @@ class LocalOnly:
 class AutoSwitchReplication:
     """Replication in controller mode: the HA master service while master, the HA client while slave."""
 
-    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
+    def __init__(self, config: BrokerConfig, store: MessageStore, api: ControllerApi, clock: Clock,
                  io_lock: threading.Lock, flush: Callable[[], FlushService | None],
                  replicas: Callable[[], ReplicasManager], key: BrokerKey) -> None:
         from services.broker.ha.master import HAService

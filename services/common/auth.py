@@ -35,6 +35,12 @@ def auth_headers(token: str | None) -> dict[str, str]:
     return {HEADER: f"Bearer {token}"} if token else {}
 
 
+def bearer_token(headers: dict[str, str]) -> str | None:
+    """The token ``auth_headers`` put in ``headers``, if any."""
+    value = headers.get(HEADER, "")
+    return value[len("Bearer "):] or None if value.startswith("Bearer ") else None
+
+
 def token_from_env(explicit: str | None = None) -> str | None:
     return explicit or os.environ.get(TOKEN_ENV) or None
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from services.common.codes import ResponseCode
 from services.common.errors import RemoteError, UnreachableError
+from services.remoting.acl import sign
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import RemotingCommand
 from services.remoting.errors import RemotingProtocolError
@@ -24,7 +26,7 @@ from services.remoting.errors import RemotingProtocolError
 #: The largest answer the command line accepts (a cluster's whole route table is far smaller).
 MAX_ANSWER_FRAME = 16 * 1024 * 1024
 
-__all__ = ["MAX_ANSWER_FRAME", "BlockingRemoting"]
+__all__ = ["MAX_ANSWER_FRAME", "BlockingRemoting", "signer"]
 
 
 class _Link:
@@ -37,8 +39,10 @@ class _Link:
 
 
 class BlockingRemoting:
-    def __init__(self, max_frame_size: int = MAX_ANSWER_FRAME) -> None:
+    def __init__(self, max_frame_size: int = MAX_ANSWER_FRAME,
+                 signer: Callable[[RemotingCommand], RemotingCommand] | None = None) -> None:
         self.max_frame_size = max_frame_size
+        self.signer = signer  # applied to every request (see ``signer``)
         self._links: dict[tuple[str, int], _Link] = {}
         self._opaque = itertools.count(1)
 
@@ -50,6 +54,8 @@ class BlockingRemoting:
     def call(self, host: str, port: int, request: RemotingCommand, deadline: float) -> RemotingCommand:
         """Send ``request`` to ``host:port`` and return its answer, or raise before ``deadline``."""
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if self.signer is not None:
+            request = self.signer(request)
         request = replace(request, opaque=next(self._opaque) % (2**31 - 1) or 1)
         link = self._link(host, port, where, deadline)
         try:
@@ -109,3 +115,10 @@ def _reason(exc: OSError) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     return exc.strerror or str(exc) or type(exc).__name__
+
+
+def signer(token: str | None) -> Callable[[RemotingCommand], RemotingCommand] | None:
+    """Signs each request with ``token`` at the time it is sent (services/remoting/acl.py); None without one."""
+    if not token:
+        return None
+    return lambda request: sign(request, token, time.time_ns() // 1_000_000)

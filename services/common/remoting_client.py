@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from services.common.errors import MqctlError, UnreachableError
@@ -64,9 +65,11 @@ class _Connection:
 
 
 class RemotingClient:
-    def __init__(self, timeout_s: float = 3.0, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+    def __init__(self, timeout_s: float = 3.0, max_frame_size: int = MAX_FRAME_SIZE,
+                 signer: Callable[[RemotingCommand], RemotingCommand] | None = None) -> None:
         self.timeout_s = timeout_s
         self.max_frame_size = max_frame_size
+        self.signer = signer  # applied to every request (services/remoting/acl.py)
         self._connections: dict[str, _Connection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
         self._opaque = itertools.count(1)
@@ -74,6 +77,8 @@ class RemotingClient:
     async def call(self, address: str, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         conn = await self._connection(address, timeout)
+        if self.signer is not None:
+            request = self.signer(request)
         request = replace(request, opaque=self._next_opaque())
         future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         conn.waiting[request.opaque] = future
@@ -87,6 +92,8 @@ class RemotingClient:
 
     async def oneway(self, address: str, request: RemotingCommand) -> None:
         conn = await self._connection(address, self.timeout_s)
+        if self.signer is not None:
+            request = self.signer(request)
         request = replace(request, opaque=self._next_opaque(), flag=request.flag | ONEWAY_FLAG)
         conn.writer.write(encode(request, self.max_frame_size))
         with contextlib.suppress(ConnectionError, OSError):

@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 
 from services.common.addresses import address_key, http_url, split_address
+from services.common.auth import bearer_token
 from services.common.codes import ResponseCode
 from services.common.errors import AddressError, RemoteError, UnreachableError
 from services.common.remoting_admin import NotOverRemoting, translate
-from services.common.remoting_blocking import BlockingRemoting
+from services.common.remoting_blocking import BlockingRemoting, signer
 from services.remoting.command import RemotingCommand
 
 __all__ = ["MAX_ANSWER_BYTES", "PROTOCOLS", "Envelope", "NoHttpAnswer", "Wire", "exchange"]
@@ -119,7 +120,7 @@ class Wire:
                  headers: dict[str, str], json: Any = None, params: Any = None) -> Envelope:
         mode = self.speaks(address)
         if mode == "remoting":
-            return self._remoting(address, method, path, what, deadline, json, params)
+            return self._remoting(address, method, path, what, deadline, json, params, headers)
         try:
             return exchange(self.http, address, method, path, what=what, deadline=deadline, headers=headers,
                             json=json, params=params)
@@ -127,7 +128,7 @@ class Wire:
             if mode == "http":
                 raise
             try:
-                env = self._remoting(address, method, path, what, deadline, json, params)
+                env = self._remoting(address, method, path, what, deadline, json, params, headers)
             except NotOverRemoting as refused:
                 raise NotOverRemoting(f"{what} {address} gives no HTTP answer; if it is a RocketMQ server: "
                                       f"{refused}") from None
@@ -139,14 +140,17 @@ class Wire:
             return env
 
     def _remoting(self, address: str, method: str, path: str, what: str, deadline: float, json: Any,
-                  params: Any) -> Envelope:
+                  params: Any, headers: dict[str, str]) -> Envelope:
+        """The HTTP call carried over remoting; the token the HTTP call would carry signs each request
+        instead (services/remoting/acl.py)."""
         try:
             host, port = split_address(address, lenient=True)
         except ValueError as exc:
             raise AddressError(f"bad {what} address {address!r}: {exc}") from None
+        sign_with = signer(bearer_token(headers))
 
         def call(request: RemotingCommand) -> RemotingCommand:
-            return self.remoting.call(host, port, request, deadline)
+            return self.remoting.call(host, port, sign_with(request) if sign_with else request, deadline)
 
         answer = translate(call, method, path, json, params)
         return Envelope(answer.code, answer.remark, answer.data, address)

@@ -56,6 +56,7 @@ from services.controller.state_machine import (
     ElectMasterRequest,
     ReplicasInfoManager,
 )
+from services.remoting.acl import sign
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,9 @@ class ControllerManager:
         self._loop = asyncio.get_running_loop()
         self._barrier_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(timeout=3.0, headers=auth_headers(self.config.authToken or None))
-        self._remoting = RemotingClient(timeout_s=3.0)
+        token = self.config.authToken
+        self._remoting = RemotingClient(
+            timeout_s=3.0, signer=(lambda r: sign(r, token, self.clock.now_ms())) if token else None)
         self._tasks = [asyncio.create_task(self._heartbeat_scan_loop(), name="heartbeat-scan"),
                        asyncio.create_task(self._inactive_master_scan_loop(), name="inactive-master-scan")]
         if self.raft is not None and self.raft.is_leader():

@@ -15,8 +15,12 @@ and 322 are served by ``namesrv_remoting.py`` from this node's route table, and 
 name-server registration fresh, as RocketMQ's name server treats it.
 
 With ``authToken`` configured, the requests the HTTP API protects (every write, heartbeats included) and
-the name-server registrations (103, 104, 322) are refused here with ``NO_PERMISSION``: RocketMQ's
-protocol has no way to present our token.
+the name-server registrations (103, 104, 322) must be signed with the token (services/remoting/acl.py:
+RocketMQ's ACL signature, plus the request code and signing time, each signature accepted once); others
+are refused with ``NO_PERMISSION`` naming why, and a oneway one is dropped.
+
+mqctl's brokers add a few fields to RocketMQ's requests (their key, the master's signature over an
+alter, ``asyncLearner``) and ask 88001 GET_BROKER_KEYS: see services/remoting/mqctl_ext.py.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from services.controller.namesrv_remoting import NameServerRemoting, controller_
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
 from services.remoting import bodies
 from services.remoting import headers as h
+from services.remoting import mqctl_ext as ext
+from services.remoting.acl import Verifier
 from services.remoting.command import RemotingCommand, RequestCode, make_request, make_response
 from services.remoting.errors import BodyError, HeaderFieldError
 
@@ -49,7 +55,7 @@ RC = RequestCode
 PROTECTED = frozenset({RC.BROKER_HEARTBEAT, RC.CONTROLLER_ALTER_SYNC_STATE_SET, RC.CONTROLLER_ELECT_MASTER,
                        RC.CONTROLLER_REGISTER_BROKER, RC.UPDATE_CONTROLLER_CONFIG, RC.CLEAN_BROKER_DATA,
                        RC.CONTROLLER_APPLY_BROKER_ID, RC.REGISTER_BROKER, RC.UNREGISTER_BROKER,
-                       RC.QUERY_DATA_VERSION})
+                       RC.QUERY_DATA_VERSION, ext.GET_BROKER_KEYS})
 
 #: The connection attribute naming the broker that owns it: (clusterName, brokerName, brokerId).
 BROKER = "broker"
@@ -72,6 +78,7 @@ class ControllerRemoting:
     def __init__(self, manager: ControllerManager) -> None:
         self.m = manager
         self.namesrv = NameServerRemoting(RouteTable(manager.clock.monotonic_ms, controller_view(manager)))
+        self._verifier: Verifier | None = None
         self._routes = {
             RC.BROKER_HEARTBEAT: self._heartbeat,
             RC.CONTROLLER_GET_NEXT_BROKER_ID: self._next_broker_id,
@@ -90,26 +97,32 @@ class ControllerRemoting:
             RC.GET_ROUTEINFO_BY_TOPIC: self.namesrv.route,
             RC.GET_BROKER_CLUSTER_INFO: self.namesrv.cluster_info,
             RC.QUERY_DATA_VERSION: self.namesrv.query_data_version,
+            ext.GET_BROKER_KEYS: self._broker_keys,
         }
 
     async def handle(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-        route = self._routes.get(request.code)  # type: ignore[call-overload]
+        route = self._routes.get(request.code)
         if route is None:
             if request.is_oneway:
                 return None
             return make_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                  f" request type {request.code} not supported")
         if request.code in PROTECTED and self.m.config.authToken:
-            if request.is_oneway:
-                return None
-            return make_response(request, ResponseCode.NO_PERMISSION,
-                                 "this controller requires its auth token, which the remoting protocol cannot "
-                                 "carry: use the HTTP API with the token")
+            refusal = self.verifier().check(request, self.m.clock.now_ms())
+            if refusal is not None:
+                log.info("refused request %d from %s: %s", request.code, conn.peer, refusal)
+                return None if request.is_oneway else make_response(request, ResponseCode.NO_PERMISSION, refusal)
         try:
             answer: RemotingCommand | None = await route(request, conn)
         except (HeaderFieldError, BodyError) as exc:
             return None if request.is_oneway else make_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         return answer
+
+    def verifier(self) -> Verifier:
+        token = self.m.config.authToken
+        if self._verifier is None or self._verifier.secret != token:
+            self._verifier = Verifier(token)
+        return self._verifier
 
     def on_closed(self, conn: RemotingConnection) -> None:
         """A broker's connection closed: it is gone (its process, or its link to this controller)."""
@@ -129,7 +142,8 @@ class ControllerRemoting:
             maxOffset=hb.max_offset if hb.max_offset is not None else -1,
             confirmOffset=hb.confirm_offset if hb.confirm_offset is not None else -1,
             heartbeatTimeoutMills=self.m.bounded_heartbeat_timeout(hb.heartbeat_timeout_mills),
-            electionPriority=hb.election_priority if hb.election_priority is not None else MAX_PRIORITY))
+            electionPriority=hb.election_priority if hb.election_priority is not None else MAX_PRIORITY,
+            asyncLearner=ext.BrokerExtension.from_ext_fields(request.ext_fields).async_learner))
         conn.attributes[BROKER] = (hb.cluster_name, hb.broker_name, hb.broker_id)
         self.namesrv.table.touch(hb.cluster_name, hb.broker_addr)
         return None
@@ -148,7 +162,8 @@ class ControllerRemoting:
         broker_id, code = self._id(req.applied_broker_id, "appliedBrokerId"), req.register_check_code or ""
         if not code:
             raise HeaderFieldError(type(req).__name__, "registerCheckCode", "is required")
-        result = await self.m.write(name, lambda s: s.apply_broker_id(cluster, name, broker_id, code))
+        key = ext.BrokerExtension.from_ext_fields(request.ext_fields).public_key or ""
+        result = await self.m.write(name, lambda s: s.apply_broker_id(cluster, name, broker_id, code, key))
         return _answer(request, result, h.ApplyBrokerIdResponseHeader(cluster_name=cluster, broker_name=name))
 
     async def _register_broker(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -157,7 +172,8 @@ class ControllerRemoting:
         broker_id = self._id(req.broker_id, "brokerId")
         if not req.broker_address:
             raise HeaderFieldError(type(req).__name__, "brokerAddress", "is required")
-        result = await self.m.register_broker(cluster, name, broker_id, req.broker_address)
+        key = ext.BrokerExtension.from_ext_fields(request.ext_fields).public_key or ""
+        result = await self.m.register_broker(cluster, name, broker_id, req.broker_address, public_key=key)
         if result.ok:
             conn.attributes[BROKER] = (cluster, name, broker_id)
             self.m.remoting_brokers.add((name, broker_id))
@@ -175,8 +191,10 @@ class ControllerRemoting:
         name = self._name(req.broker_name)
         master_id, epoch = self._id(req.master_broker_id, "masterBrokerId"), req.master_epoch or 0
         proposed = bodies.SyncStateSet.decode(request.body)
+        signature = ext.BrokerExtension.from_ext_fields(request.ext_fields).signature or ""
         result = await self.m.write(name, lambda s: s.alter_sync_state_set(
-            name, master_id, epoch, sorted(proposed.sync_state_set), proposed.sync_state_set_epoch, self.m.alive))
+            name, master_id, epoch, sorted(proposed.sync_state_set), proposed.sync_state_set_epoch, self.m.alive,
+            signature))
         data = result.data or {}
         if not result.ok:
             return _answer(request, result)
@@ -211,6 +229,14 @@ class ControllerRemoting:
             master_broker_id=data.get("masterBrokerId"), master_address=data.get("masterAddress"),
             master_epoch=data.get("masterEpoch")),
             bodies.SyncStateSet(_members(data), int(data.get("syncStateSetEpoch") or 0)))
+
+    async def _broker_keys(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        name = self._name(ext.BrokerKeysRequestHeader.from_ext_fields(request.ext_fields).broker_name)
+        result = await self.m.read(lambda s: s.broker_keys(name))
+        if not result.ok:
+            return _answer(request, result)
+        keys = {int(k["brokerId"]): str(k["publicKey"]) for k in (result.data or {}).get("keys", [])}
+        return _answer(request, result, None, ext.BrokerKeys(keys))
 
     async def _sync_state_data(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         names = bodies.decode_broker_names(request.body) if request.body else ()

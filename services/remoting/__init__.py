@@ -5,10 +5,12 @@
 * ``headers``  -- the custom headers (extFields) of the requests and responses we serve or send;
 * ``fastjson`` -- JSON as RocketMQ's fastjson writes it (bare integer map keys) with size/depth limits;
 * ``bodies``   -- the JSON bodies (SyncStateSet, BrokerReplicasInfo, ClusterInfo, TopicRouteData, ...);
-* ``errors``   -- ``RemotingProtocolError`` (drop the connection), ``HeaderFieldError``, ``BodyError``.
+* ``errors``   -- ``RemotingProtocolError`` (drop the connection), ``HeaderFieldError``, ``BodyError``;
+* ``acl``      -- requests signed with the auth token (RocketMQ's ACL signature, plus code, time, replay);
+* ``mqctl_ext`` -- the fields and the one request mqctl's brokers add to RocketMQ's controller requests.
 
 docs/remoting.md describes the wire format, the limits and how compatibility is tested.
 """
 
-__all__ = ["bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
-           "message", "namesrv_bodies"]
+__all__ = ["acl", "bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
+           "message", "mqctl_ext", "namesrv_bodies"]

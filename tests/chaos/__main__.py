@@ -23,12 +23,15 @@ def main() -> int:
     parser.add_argument("--faults", default=",".join(FAULT_KINDS), help="comma-separated fault kinds")
     parser.add_argument("--data-dir", default=None, help="keep the cluster's files here")
     parser.add_argument("--json", default=None, help="write the verdict as JSON to this file")
+    parser.add_argument("--controller-protocol", choices=("http", "remoting"), default="http",
+                        help="how the brokers talk to the controllers")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     print(f"[chaos] seed={seed} minutes={args.minutes} (replay with --seed {seed})", flush=True)
     root = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="mqctl-chaos-"))
     run = ChaosRun(root, seed, args.minutes * 60, producers=args.producers,
-                   kinds=tuple(k for k in args.faults.split(",") if k), on_event=lambda s: print(s, flush=True))
+                   kinds=tuple(k for k in args.faults.split(",") if k), on_event=lambda s: print(s, flush=True),
+                   controller_protocol=args.controller_protocol)
     started = time.monotonic()
     try:
         run.start()

@@ -8,6 +8,7 @@ is brought back to health, consumers drain everything, and ``checker.py`` judges
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -32,6 +33,10 @@ from services.broker.ha.frames import (
 )
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
+from services.common.remoting_client import RemotingClient
+from services.remoting.bodies import SyncStateSet
+from services.remoting.command import RequestCode, make_request
+from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
 from tests.chaos.netproxy import Proxy, ProxySet
 
 log = logging.getLogger("chaos")
@@ -166,6 +171,8 @@ class ChaosRun:
     history: History = field(default_factory=History)
     cluster: DevCluster | None = None
     on_event: Callable[[str], None] = print
+    #: How the brokers talk to the controllers (the broker property ``controllerProtocol``).
+    controller_protocol: str = "http"
 
     proxies: ProxySet | None = None
     broker_links: dict[str, list[Proxy]] = field(default_factory=dict)
@@ -180,7 +187,8 @@ class ChaosRun:
             conf = self.cluster.conf_file(node)
             addrs = ";".join(p.address for p in links)
             conf.write_text("\n".join(f"controllerAddr={addrs}" if line.startswith("controllerAddr=") else line
-                                      for line in conf.read_text().splitlines()) + "\n")
+                                      for line in conf.read_text().splitlines())
+                            + f"\ncontrollerProtocol={self.controller_protocol}\n")
         self.cluster.up(timeout=120)
 
     def run(self) -> History:
@@ -398,6 +406,8 @@ class ChaosRun:
                         "syncStateSetEpoch": 2**31 - 1, "syncStateSet": [fake_master]})
                 except MqctlError:
                     continue
+                if self.controller_protocol == "remoting":
+                    forge_role_change(node.address, fake_master, 2**31 - 1 - rng.randrange(3))
         time.sleep(rng.uniform(1.0, 2.0))
         return master.name
 
@@ -429,6 +439,25 @@ class ChaosRun:
                     except ProcessLookupError:
                         pass
             self.cluster.down(grace=5.0)
+
+
+def forge_role_change(address: str, fake_master: int, epoch: int) -> None:
+    """A forged NOTIFY_BROKER_ROLE_CHANGED (1008) over remoting, as a controller would send it."""
+    header = NotifyBrokerRoleChangedRequestHeader(
+        master_address="127.0.0.1:1" if fake_master == 99 else address, master_epoch=epoch,
+        sync_state_set_epoch=2**31 - 1, master_broker_id=fake_master)
+    request = make_request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, 0, header.to_ext_fields(),
+                           SyncStateSet(frozenset({fake_master}), 2**31 - 1).encode(), oneway=True)
+
+    async def send() -> None:
+        client = RemotingClient(timeout_s=2.0)
+        try:
+            await client.oneway(address, request)
+        except MqctlError:
+            pass
+        finally:
+            await client.close()
+    asyncio.run(send())
 
 
 def impersonate(ha_port: int, slave_id: int) -> None:

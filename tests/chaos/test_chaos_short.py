@@ -16,9 +16,13 @@ SEED = int(os.environ.get("MQCTL_CHAOS_SEED", "20261121"))
 SECONDS = float(os.environ.get("MQCTL_CHAOS_SECONDS", "75"))
 
 
-def test_short_seeded_chaos_run_loses_no_acknowledged_message(tmp_path: Path) -> None:
-    print(f"chaos seed {SEED} ({SECONDS:.0f}s); replay with MQCTL_CHAOS_SEED={SEED}")
-    run = ChaosRun(tmp_path / "chaos", SEED, SECONDS, kinds=FAULT_KINDS, fault_gap_s=(3.0, 6.0))
+@pytest.mark.parametrize("protocol", ["http", "remoting"])
+def test_short_seeded_chaos_run_loses_no_acknowledged_message(tmp_path: Path, protocol: str) -> None:
+    """Brokers that talk to the controllers over HTTP, and over RocketMQ's remoting protocol."""
+    print(f"chaos seed {SEED} ({SECONDS:.0f}s, brokers to controllers over {protocol}); replay with "
+          f"MQCTL_CHAOS_SEED={SEED} python -m tests.chaos --seed {SEED} --controller-protocol {protocol}")
+    run = ChaosRun(tmp_path / "chaos", SEED, SECONDS, kinds=FAULT_KINDS, fault_gap_s=(3.0, 6.0),
+                   controller_protocol=protocol)
     try:
         run.start()
         history = run.run()

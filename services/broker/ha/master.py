@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from services.broker.config import BrokerConfig
-from services.broker.controller_api import BrokerControllerApi
+from services.broker.controller_api import ControllerApi
 from services.broker.ha.auth import BrokerKey
 from services.broker.ha.frames import ProtocolError
 from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession
@@ -74,7 +74,7 @@ class SlaveConnection:
 
 
 class HAService:
-    def __init__(self, config: BrokerConfig, store: MessageStore, api: BrokerControllerApi, clock: Clock,
+    def __init__(self, config: BrokerConfig, store: MessageStore, api: ControllerApi, clock: Clock,
                  key: BrokerKey) -> None:
         self.config = config
         self.key = key
@@ -166,17 +166,14 @@ class HAService:
 
     async def check_total_replicas(self) -> None:
         try:
-            env = await asyncio.to_thread(self.api.client.call, "GET", "/v1/controller/syncStateData",
-                                          params={"brokerName": [self.config.brokerName]})
-        except (MqctlError, RuntimeError):
+            count = await asyncio.to_thread(self.api.registered_replicas, self.config.brokerName)
+        except (MqctlError, RuntimeError, KeyError, TypeError):
             return
-        for entry in env.data["brokers"]:
-            count = len(entry["inSyncReplicas"]) + len(entry["notInSyncReplicas"])
-            if count > self.config.totalReplicas and self.config.totalReplicas > 1:
-                log.warning("broker-set %s has %d registered replicas but totalReplicas=%d; quorum settings "
-                            "(inSyncReplicas=%d, minInSyncReplicas=%d) may not mean what you intend",
-                            self.config.brokerName, count, self.config.totalReplicas, self.config.inSyncReplicas,
-                            self.config.minInSyncReplicas)
+        if count > self.config.totalReplicas > 1:
+            log.warning("broker-set %s has %d registered replicas but totalReplicas=%d; quorum settings "
+                        "(inSyncReplicas=%d, minInSyncReplicas=%d) may not mean what you intend",
+                        self.config.brokerName, count, self.config.totalReplicas, self.config.inSyncReplicas,
+                        self.config.minInSyncReplicas)
 
     def acks(self) -> dict[int, int]:
         return {sid: c.session.ack_offset for sid, c in self.connections.items() if not c.learner}

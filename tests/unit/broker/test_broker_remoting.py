@@ -25,6 +25,7 @@ from services.common.codes import ResponseCode as C
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import broker_bodies as bb
 from services.remoting import broker_headers as bh
+from services.remoting.acl import sign
 from services.remoting.bodies import EpochEntryCache
 from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.message import BatchEntry, decode_pulled, encode_batch, encode_properties
@@ -436,7 +437,14 @@ def test_a_role_change_notification_is_only_a_hint(broker: FakeBroker, tmp_path:
     assert serve(broker, forged) is None
     assert broker.replicas.hints == 1 and broker.role is Role.MASTER
     guarded = FakeBroker(tmp_path / "token", authToken="secret")
-    assert serve(guarded, forged) is None and guarded.replicas.hints == 0  # cannot carry the token: ignored
+    assert serve(guarded, forged) is None and guarded.replicas.hints == 0  # not signed with the token: ignored
+    assert serve(guarded, sign(forged, "other", guarded.clock.now_ms())) is None and guarded.replicas.hints == 0
+    signed = sign(forged, "secret", guarded.clock.now_ms())
+    remoting = BrokerRemoting(guarded)  # type: ignore[arg-type]
+    assert asyncio.run(_call(remoting, signed, FakeConn())) is None
+    assert guarded.replicas.hints == 1  # the controllers' signed hint
+    assert asyncio.run(_call(remoting, signed, FakeConn())) is None
+    assert guarded.replicas.hints == 1  # a replay of it is not
     guarded.store.close()
 
 

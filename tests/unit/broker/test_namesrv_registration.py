@@ -19,6 +19,7 @@ from services.common.clock import FakeClock
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import headers as h
+from services.remoting.acl import Verifier
 from services.remoting.command import RemotingCommand, RequestCode, make_response
 from services.remoting.namesrv_bodies import DataVersion, RegisterBrokerBody, TopicConfig, body_crc32
 
@@ -162,17 +163,17 @@ def test_a_refusal_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     assert len(refusals) == 1 and refusals[0].levelno == logging.WARNING
 
 
-def test_with_an_auth_token_nothing_is_registered(caplog: pytest.LogCaptureFixture) -> None:
+def test_with_an_auth_token_every_request_is_signed_with_it() -> None:
     async def test() -> None:
         recorder = Recorder()
         async with name_servers(recorder) as addresses:
+            clock = FakeClock()
             config = BrokerConfig(authToken="s3cret-token")
-            reg = NamesrvRegistration(config, addresses, lambda: BrokerIdentity(1, True, 1), list, FakeClock())
-            reg.start()
-            reg.trigger()
-            await asyncio.sleep(0)
-            await reg.stop()
-        assert recorder.requests == []
-    with caplog.at_level(logging.INFO, logger="services.broker.namesrv_registration"):
-        run(test)
-    assert any("auth token" in r.message for r in caplog.records)
+            reg = NamesrvRegistration(config, addresses, lambda: BrokerIdentity(1, True, 1), list, clock)
+            await reg.register_all()
+            await reg.stop()  # registered: unregisters
+        assert [r.code for r in recorder.requests] == [RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER]
+        verifier = Verifier("s3cret-token")
+        for request in recorder.requests:
+            assert verifier.check(request, clock.now_ms()) is None
+    run(test)

@@ -20,6 +20,7 @@ from services.common.clock import FakeClock
 from services.common.codes import ResponseCode
 from services.controller.remoting import ControllerRemoting
 from services.remoting import headers as h
+from services.remoting.acl import sign
 from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.namesrv_bodies import (
     DataVersion,
@@ -37,6 +38,7 @@ CPP_VERSION = 63  # what the Apache RocketMQ C++ client sends (V3_1_8)
 class Conn:
     def __init__(self) -> None:
         self.attributes: dict[str, Any] = {}
+        self.peer = "127.0.0.1:50000"
 
 
 class Manager:
@@ -182,14 +184,19 @@ def test_a_heartbeat_keeps_the_registration_fresh(served: ControllerRemoting) ->
     assert len(manager.beats) == 1  # and the controller's liveness got it too
 
 
-def test_with_an_auth_token_registration_is_refused_and_routes_still_served() -> None:
+def test_with_an_auth_token_only_signed_registrations_count_and_routes_are_still_served() -> None:
     remoting = controller(token="s3cret")
-    for request in (registration(0, A1, "TopicTest"), make_request(RC.UNREGISTER_BROKER, 1, {})):
+    now = cast(Manager, remoting.m).clock.now_ms()
+    for request in (registration(0, A1, "TopicTest"), make_request(RC.UNREGISTER_BROKER, 1, {}),
+                    sign(registration(0, A1, "TopicTest"), "wrong", now)):
         answer = ask(remoting, request)
         assert answer.code == ResponseCode.NO_PERMISSION
-        assert answer.remark is not None and "auth token" in answer.remark
+        assert answer.remark is not None and ("auth token" in answer.remark or "does not match" in answer.remark)
     assert ask(remoting, route_request("TopicTest")).code == ResponseCode.TOPIC_NOT_EXIST
     assert ask(remoting, make_request(RC.GET_BROKER_CLUSTER_INFO, 4)).code == ResponseCode.SUCCESS
+    signed = ask(remoting, sign(registration(0, A1, "TopicTest"), "s3cret", now))
+    assert signed.code == ResponseCode.SUCCESS, signed.remark
+    assert ask(remoting, route_request("TopicTest")).code == ResponseCode.SUCCESS
 
 
 def test_322_says_whether_the_data_version_changed_and_keeps_the_registration(served: ControllerRemoting) -> None:
