@@ -51,8 +51,8 @@ def check_store(app: App, store_dir: str | None, config_file: str | None, segmen
     """
     from services.broker.store_check import check_store as run_check
 
-    root, size, epoch_file, identity_file = _paths(store_dir, config_file, segment_size)
-    report = run_check(root, size, epoch_file, identity_file)
+    root, size, epoch_file, identity_file, commitlog_dir = _paths(store_dir, config_file, segment_size)
+    report = run_check(root, size, epoch_file, identity_file, commitlog_dir)
     if fmt == "json":
         app.print_json(report.as_json())
     else:
@@ -63,21 +63,21 @@ def check_store(app: App, store_dir: str | None, config_file: str | None, segmen
 
 
 def _paths(store_dir: str | None, config_file: str | None,
-           segment_size: int | None) -> tuple[Path, int, Path | None, Path | None]:
+           segment_size: int | None) -> tuple[Path, int, Path | None, Path | None, Path | None]:
     if config_file is None:
         if store_dir is None:
             raise UsageError("give --store-dir DIR or -c broker.conf")
         root = Path(os.path.expanduser(store_dir))
         if not root.is_dir():
             raise UsageError(f"store directory {root} does not exist")
-        return root, segment_size or 64 * 2**20, None, None
+        return root, segment_size or 64 * 2**20, None, None, None
     from services.broker.server import build_config
 
     config = build_config(config_file, {"storePathRootDir": store_dir} if store_dir else {})
     if not config.store_dir.is_dir():
         raise UsageError(f"store directory {config.store_dir} does not exist")
     return (config.store_dir, segment_size or config.mappedFileSizeCommitLog, config.epoch_file,
-            config.identity_file)
+            config.identity_file, config.commitlog_dir)
 
 
 def _show(app: App, report: StoreReport) -> None:

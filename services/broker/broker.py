@@ -42,7 +42,8 @@ class Broker:
         self.clock = clock or SystemClock()
         self.io_lock = threading.Lock()
         self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
-                                  config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize)
+                                  config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize,
+                                  config.commitlog_dir)
         self.key = BrokerKey.load_or_create(config.key_file)
         self.api = controller_api(config, self.key.public_hex)
         self.flush: FlushService | None = None

@@ -22,6 +22,7 @@ from services.common.httplimits import (
     HttpLimits,
 )
 from services.common.props import to_bool, to_int
+from services.common.rocketmq_properties import BROKER_PROPERTIES
 
 MAX_INT = 2**31 - 1
 #: The longest heartbeat timeout a broker may ask the controllers for (their maxHeartbeatTimeoutMillis
@@ -37,9 +38,10 @@ class BrokerConfig:
     brokerName: str = "broker-a"
     brokerIP1: str = "127.0.0.1"
     listenPort: int = 10911
-    haListenPort: int = 10912
+    haListenPort: int = 0  # 0: listenPort + 1, as RocketMQ's BrokerStartup sets it
     listenAddress: str = ""
     storePathRootDir: str = "~/mqctl/store"
+    storePathCommitLog: str = ""
     storePathEpochFile: str = ""
     storePathBrokerIdentity: str = ""
     mappedFileSizeCommitLog: int = 64 * 2**20
@@ -61,7 +63,7 @@ class BrokerConfig:
     inSyncReplicas: int = 1
     minInSyncReplicas: int = 1
     totalReplicas: int = 1
-    enableAutoInSyncReplicas: bool = False
+    adaptiveInSyncReplicas: bool = False
     haMaxGapNotInSync: int = 256 * 2**20
     haMaxTimeSlaveNotCatchup: int = 15000
     haSendHeartbeatInterval: int = 5000
@@ -76,6 +78,7 @@ class BrokerConfig:
     httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
     httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
     httpBodyTimeoutMillis: int = DEFAULT_BODY_TIMEOUT_MS
+    strictConfig: bool = False
 
     @property
     def address(self) -> str:
@@ -83,7 +86,12 @@ class BrokerConfig:
 
     @property
     def ha_address(self) -> str:
-        return f"{self.brokerIP1}:{self.haListenPort}"
+        return f"{self.brokerIP1}:{self.ha_port}"
+
+    @property
+    def ha_port(self) -> int:
+        """The replication port: ``haListenPort``, or ``listenPort + 1`` when it is not set."""
+        return self.haListenPort if self.haListenPort > 0 else self.listenPort + 1
 
     def listen_host(self) -> str:
         return self.listenAddress or self.brokerIP1
@@ -91,6 +99,11 @@ class BrokerConfig:
     @property
     def store_dir(self) -> Path:
         return Path(os.path.expanduser(self.storePathRootDir))
+
+    @property
+    def commitlog_dir(self) -> Path:
+        return Path(os.path.expanduser(self.storePathCommitLog)) if self.storePathCommitLog \
+            else self.store_dir / "commitlog"
 
     @property
     def epoch_file(self) -> Path:
@@ -128,10 +141,11 @@ class BrokerConfig:
         self._validate_limits()
         if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flushDiskType!r}")
-        for name in ("listenPort", "haListenPort"):
-            if not 0 < getattr(self, name) < 65536:
-                raise ConfigError(f"{name} must be a TCP port (1-65535)")
-        if self.listenPort == self.haListenPort:
+        if not 0 < self.listenPort < 65536:
+            raise ConfigError("listenPort must be a TCP port (1-65535)")
+        if not 0 < self.ha_port < 65536:
+            raise ConfigError("haListenPort must be a TCP port (1-65535; 0 or unset means listenPort + 1)")
+        if self.listenPort == self.ha_port:
             raise ConfigError("listenPort and haListenPort must differ")
         if self.mappedFileSizeCommitLog < 4096:
             raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
@@ -179,12 +193,22 @@ class BrokerConfig:
 
     def as_properties(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["haListenPort"] = self.ha_port
         if values["authToken"]:
             values["authToken"] = "******"
         return values
 
 
 FIELD_TYPES = {f.name: str(f.type) for f in fields(BrokerConfig)}
+
+#: Why a RocketMQ property an operator may rely on does nothing here (added to its warning).
+NOT_USED = {
+    "deleteWhen": ": commitlog segments are never deleted (no retention yet; see docs/operations.md, 'Disk space')",
+    "fileReservedTime": ": commitlog segments are never deleted (no retention yet; see docs/operations.md, "
+                        "'Disk space')",
+    "diskMaxUsedSpaceRatio": ": commitlog segments are never deleted (no retention yet)",
+    "aclEnable": ": use authToken for the controllers and the brokers' role notifications",
+}
 
 #: RocketMQ properties that controller mode decides for itself: accepted, ignored, warned about.
 OVERRIDDEN_IN_CONTROLLER_MODE = {
@@ -195,12 +219,21 @@ OVERRIDDEN_IN_CONTROLLER_MODE = {
     "enableSlaveActingMaster": "slave-acting-master mode does not exist in controller mode",
     "haMasterAddress": "a slave learns its master from the controller",
     "duplicationEnable": "not supported",
+    "enableAutoInSyncReplicas": "RocketMQ uses it only in slave-acting-master mode; in controller mode the acks "
+                                "needed are inSyncReplicas (or every SyncStateSet member with allAckInSyncStateSet). "
+                                "mqctl's adaptive variant is adaptiveInSyncReplicas=true",
 }
 
 
 def config_from_properties(props: dict[str, str], base: BrokerConfig | None = None,
                            warnings: list[str] | None = None) -> BrokerConfig:
+    """Overlay ``props`` (RocketMQ's property names) on ``base``.
+
+    With a ``warnings`` list (a configuration read at start), a property RocketMQ's broker defines but
+    mqctl does not use is accepted with a warning, and so is a name nobody knows (RocketMQ ignores what it
+    does not use) unless ``strictConfig`` is true. Without one, both are errors."""
     cfg = base or BrokerConfig()
+    strict = warnings is None or to_bool(props.get("strictConfig", str(cfg.strictConfig).lower()), "strictConfig")
     updates: dict[str, Any] = {}
     for key, raw in props.items():
         if key in OVERRIDDEN_IN_CONTROLLER_MODE:
@@ -208,7 +241,15 @@ def config_from_properties(props: dict[str, str], base: BrokerConfig | None = No
                 warnings.append(f"{key}={raw} is IGNORED in controller mode: {OVERRIDDEN_IN_CONTROLLER_MODE[key]}")
             continue
         if key not in FIELD_TYPES:
-            raise ConfigError(f"unknown broker property {key!r}")
+            if key in BROKER_PROPERTIES and warnings is not None:
+                warnings.append(f"property {key} has no effect in mqctl's broker and is ignored"
+                                + NOT_USED.get(key, ""))
+                continue
+            if strict:
+                raise ConfigError(f"unknown broker property {key!r}")
+            assert warnings is not None
+            warnings.append(f"unknown broker property {key!r} is ignored (strictConfig=true refuses it)")
+            continue
         kind = FIELD_TYPES[key]
         updates[key] = to_bool(raw, key) if kind == "bool" else to_int(raw, key) if kind == "int" else raw.strip()
     return replace(cfg, **updates)

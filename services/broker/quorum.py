@@ -4,8 +4,9 @@
   *union* of the committed set and a proposed one while an alter is in flight (RocketMQ issue #5663) —
   has it. A member without a connection holds everything up.
 - otherwise ``inSyncReplicas`` acks are needed, the master included; 1 or less does not wait. With
-  ``enableAutoInSyncReplicas`` the need follows the replicas currently in sync (RIP-34's
-  ``calcNeedAckNums``), never below ``minInSyncReplicas``.
+  mqctl's ``adaptiveInSyncReplicas`` the need follows the replicas currently in sync (RIP-34's
+  ``calcNeedAckNums``, which RocketMQ uses only outside controller mode), never below
+  ``minInSyncReplicas``.
 - confirmOffset (master): with allAck, the smallest ack over the set; it does not move while a member
   has no connection or has not acked yet on its connection (RocketMQ ignores such members, which lets
   consumers read what a failover to that member would remove); without allAck, the max offset.

@@ -37,7 +37,7 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
     """Run one broker until SIGTERM/SIGINT; returns the process exit code."""
     host = config.listen_host()
     check_port_free(host, config.listenPort, "broker API")
-    check_port_free(host, config.haListenPort, "broker HA port")
+    check_port_free(host, config.ha_port, "broker HA port")
     log_file = setup_logging(config)
     for warning in warnings or []:
         log.warning(warning)

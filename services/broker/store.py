@@ -100,10 +100,10 @@ def message_id_prefix(store_host: str) -> str:
 class MessageStore:
     def __init__(self, root: Path, store_host: str, segment_size: int = 64 * 2**20,
                  epoch_file: Path | None = None, queue_nums: int = 4,
-                 max_message_size: int = 4 * 2**20) -> None:
+                 max_message_size: int = 4 * 2**20, commitlog_dir: Path | None = None) -> None:
         self.root = root
         self.store_host = store_host
-        self.commitlog = CommitLog(root / "commitlog", segment_size)
+        self.commitlog = CommitLog(commitlog_dir or root / "commitlog", segment_size)
         self.queues = ConsumeQueueStore(root / "consumequeue")
         self.epochs = EpochFileCache(epoch_file or root / "epochFileCheckpoint")
         self.queue_nums = queue_nums

@@ -52,21 +52,22 @@ class StoreReport:
 
 
 def check_store(root: Path, segment_size: int, epoch_file: Path | None = None,
-                identity_file: Path | None = None) -> StoreReport:
+                identity_file: Path | None = None, commitlog_dir: Path | None = None) -> StoreReport:
     report = StoreReport(str(root))
     checkpoint, problem = load_checkpoint(root / "checkpoint")
     if problem:
         report.findings.append(Finding(str(root / "checkpoint"), f"{problem}; rebuilt from the queues and the "
                                        "commitlog at start", True))
-    log = CommitLog(root / "commitlog", segment_size)
+    commitlog = commitlog_dir or root / "commitlog"
+    log = CommitLog(commitlog, segment_size)
     try:
-        if (root / "commitlog").is_dir():
+        if commitlog.is_dir():
             log.open(recover=False)
         _check_log(report, log, checkpoint.get("flushedOffset", 0))
         _check_epochs(report, EpochFileCache(epoch_file or root / "epochFileCheckpoint"), log)
         _check_queues(report, root / "consumequeue", log)
     except CommitLogError as exc:
-        report.findings.append(Finding(str(root / "commitlog"), exc.remark, False))
+        report.findings.append(Finding(str(commitlog), exc.remark, False))
     finally:
         log.close_files()
     _check_identity(report, IdentityFiles(identity_file or root / "brokerIdentity"))

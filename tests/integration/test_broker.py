@@ -158,3 +158,27 @@ def test_sigterm_stops_a_broker_cleanly(controllers: ControllerCluster, brokers:
     node.stop()
     assert node.process is not None and node.process.returncode == 0
     assert "broker broker-t stopped" in node.log_file.read_text()
+
+
+def test_rocketmqs_quick_start_broker_file_starts_a_broker(controllers: ControllerCluster, brokers: list,
+                                                          tmp_path: Path) -> None:
+    """distribution/conf/controller/quick-start/broker-n0.conf's properties (written here), with this test's
+    ports and paths: the broker starts, replicates on listenPort + 1, keeps its commitlog where
+    storePathCommitLog says, and becomes master."""
+    node = make_broker(tmp_path, "broker-a", 1, controllers.addresses)
+    node.directory.mkdir(parents=True)
+    node.conf_file.write_text(
+        "brokerClusterName = DefaultCluster\nbrokerName = broker-a\nbrokerId = -1\nbrokerRole = SLAVE\n"
+        "deleteWhen = 04\nfileReservedTime = 48\nenableControllerMode = true\n"
+        f"controllerAddr = {controllers.addresses}\nnamesrvAddr = 127.0.0.1:9876\nallAckInSyncStateSet=true\n"
+        f"listenPort={node.port}\nstorePathRootDir={node.store_dir}\nstorePathCommitLog={tmp_path / 'log-disk'}\n")
+    brokers.append(node)
+    node.start()
+    info = wait_role(node, "MASTER")
+    assert info["haAddress"] == f"127.0.0.1:{node.port + 1}"
+    sent = run_cli("sendMessage", "-a", controllers.addresses, "-b", "broker-a", "-t", "QuickStart", "-p", "hello")
+    assert sent.returncode == 0, sent.stderr
+    assert any((tmp_path / "log-disk").iterdir()) and not (node.store_dir / "commitlog").exists()
+    out = node.log_file.read_text() + (node.store_dir / "logs" / "broker.log").read_text()
+    assert "brokerRole=SLAVE is IGNORED in controller mode" in out
+    assert "property deleteWhen has no effect" in out

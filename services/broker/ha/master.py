@@ -99,8 +99,8 @@ class HAService:
     # ------------------------------------------------------------------ lifecycle
     async def start_server(self) -> None:
         self._server = await asyncio.start_server(self._accept, self.config.listen_host(),
-                                                  self.config.haListenPort)
-        log.info("replication (HA) listening on %s:%d", self.config.listen_host(), self.config.haListenPort)
+                                                  self.config.ha_port)
+        log.info("replication (HA) listening on %s:%d", self.config.listen_host(), self.config.ha_port)
 
     async def stop(self) -> None:
         await self.become_inactive()
@@ -152,12 +152,12 @@ class HAService:
 
     def need(self) -> int:
         return need_ack_nums(self.config.allAckInSyncStateSet, self.config.inSyncReplicas,
-                             self.config.enableAutoInSyncReplicas, self.config.minInSyncReplicas,
+                             self.config.adaptiveInSyncReplicas, self.config.minInSyncReplicas,
                              self.auto_in_sync())
 
     def quorum_unreachable(self) -> str | None:
         """Why a write cannot possibly be acknowledged now (adaptive mode), or None."""
-        if not self.config.enableAutoInSyncReplicas or self.config.allAckInSyncStateSet:
+        if not self.config.adaptiveInSyncReplicas or self.config.allAckInSyncStateSet:
             return None
         need, now = self.need(), self.auto_in_sync()
         if need > now:
