@@ -230,6 +230,8 @@ class RemotingControllerApi:
         fields = header.to_ext_fields()
         if body.get("asyncLearner"):
             fields["asyncLearner"] = "true"
+        if body.get("incarnation"):
+            fields["incarnation"] = str(body["incarnation"])
         request = make_request(RC.BROKER_HEARTBEAT, 0, fields, oneway=True)
         return self._run(self._heartbeats(request), HEARTBEAT_TIMEOUT_S)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -76,6 +77,8 @@ class ReplicasManager:
         self.broker_id: int | None = None
         self.registered = False
         self.role_changed_ms: int | None = None
+        #: This process, to the controllers: what an earlier process reported is not credited to it.
+        self.incarnation = secrets.randbelow(2**62) + 1
         self._lock = asyncio.Lock()
         self._confirming = False
         self._confirm_again = False
@@ -162,6 +165,7 @@ class ReplicasManager:
             "confirmOffset": self.store.confirm_offset,
             "heartbeatTimeoutMills": self.config.controllerHeartBeatTimeoutMills,
             "electionPriority": self.config.brokerElectionPriority, "asyncLearner": self.config.asyncLearner,
+            "incarnation": self.incarnation,
         }
 
     async def send_heartbeat(self) -> None:

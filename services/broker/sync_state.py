@@ -51,9 +51,10 @@ class SyncStateTracker:
         self.caught_up_ms[slave_id] = max(now_ms, self.caught_up_ms.get(slave_id, 0))
 
     def expand_candidate(self, slave_id: int, ack: int, confirm: int, last_epoch_start: int,
-                         learner: bool) -> frozenset[int] | None:
-        """A slave whose ack reached confirmOffset and the current epoch's start joins the set."""
-        if learner or slave_id in self.effective() or ack < confirm or ack < last_epoch_start:
+                         learner: bool, caught_up: bool = True) -> frozenset[int] | None:
+        """A caught-up slave (its ack holds what the master had at its last transfer, RocketMQ's
+        ``lastMasterMaxOffset``) whose ack reached confirmOffset and the current epoch's start joins the set."""
+        if learner or not caught_up or slave_id in self.effective() or ack < confirm or ack < last_epoch_start:
             return None
         return self.local | {slave_id}
 

@@ -73,6 +73,7 @@ class HeartbeatRequest(_Model):
     heartbeatTimeoutMills: Annotated[StrictInt, Field(ge=1)] = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
     electionPriority: JavaInt = MAX_PRIORITY
     asyncLearner: Flag = False
+    incarnation: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] = 0
 
 
 class AlterSyncStateSetRequest(_Model):

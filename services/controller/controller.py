@@ -256,8 +256,8 @@ class ControllerManager:
             cluster, broker_name, broker_id, address, self.alive, public_key), request_id)
         if result.ok:
             # A registration is a new incarnation of the broker: forget what its previous process reported
-            # (heartbeat values only ever move up while an entry lives; a restarted log may be shorter).
-            self.heartbeats.remove(broker_name, broker_id)
+            # (a restarted log may be shorter), but do not count it dead meanwhile (heartbeat.py).
+            self.heartbeats.registered(broker_name, broker_id)
         return result
 
     # ------------------------------------------------------------------ command execution

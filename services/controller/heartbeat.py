@@ -3,6 +3,11 @@
 Brokers heartbeat every controller. An entry expires when ``now - last > timeout``; the periodic scan
 removes expired entries and reports them so the leader can elect a new master. Time is injected.
 
+A broker process that restarts is a new incarnation: what its previous process reported (epoch, maxOffset)
+must not be credited to it, since a restarted log may be shorter. Its registration resets its entry (alive
+as of the registration, progress unknown until its next heartbeat), and a heartbeat that names another
+``incarnation`` than the entry's replaces the entry, on every controller, leader or not.
+
 The timeout is the broker's to choose, but the table never holds one above ``max_timeout_ms`` (the
 controller's ``maxHeartbeatTimeoutMillis``), whatever path a heartbeat came by: a huge value would keep a
 dead master "alive", and the controller's start-up grace (the largest timeout held) would never end.
@@ -41,6 +46,7 @@ class BrokerLiveInfo:
     confirmOffset: int = -1
     electionPriority: int = MAX_PRIORITY
     asyncLearner: bool = False
+    incarnation: int = 0  # 0: not known (a RocketMQ broker, or reset by a registration)
 
     @property
     def identity(self) -> BrokerIdentity:
@@ -62,6 +68,8 @@ class Heartbeat:
     heartbeatTimeoutMills: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
     electionPriority: int = MAX_PRIORITY
     asyncLearner: bool = False
+    #: Which process of the broker sent it (a number it picks at start); 0 if the broker does not say.
+    incarnation: int = 0
 
 
 class BrokerHeartbeatManager:
@@ -83,15 +91,18 @@ class BrokerHeartbeatManager:
         timeout = min(hb.heartbeatTimeoutMills, self.max_timeout_ms)
         with self._lock:
             old = self._table.get(key)
+            fresh = BrokerLiveInfo(hb.clusterName, hb.brokerName, hb.brokerAddr, hb.brokerId, now, timeout,
+                                   hb.epoch, hb.maxOffset, hb.confirmOffset, hb.electionPriority, hb.asyncLearner,
+                                   hb.incarnation)
             if old is None:
                 self._by_name.setdefault((hb.brokerName, hb.brokerId), []).append(key)
-                self._table[key] = BrokerLiveInfo(
-                    hb.clusterName, hb.brokerName, hb.brokerAddr, hb.brokerId, now,
-                    timeout, hb.epoch, hb.maxOffset, hb.confirmOffset,
-                    hb.electionPriority, hb.asyncLearner)
+                self._table[key] = fresh
+                return
+            if hb.incarnation and old.incarnation and hb.incarnation != old.incarnation:
+                self._table[key] = fresh  # another process of this broker: nothing of the old one holds
                 return
             info = replace(old, brokerAddr=hb.brokerAddr, lastUpdateMs=now,
-                           heartbeatTimeoutMs=timeout,
+                           heartbeatTimeoutMs=timeout, incarnation=hb.incarnation or old.incarnation,
                            electionPriority=hb.electionPriority, asyncLearner=hb.asyncLearner)
             # Progress only moves forward while the entry lives (a late, reordered heartbeat must not
             # make a replica look less up to date than it is).
@@ -112,6 +123,16 @@ class BrokerHeartbeatManager:
     def is_active(self, broker_name: str, broker_id: int) -> bool:
         info = self.find(broker_name, broker_id)
         return info is not None and info.is_alive(self._clock.monotonic_ms())
+
+    def registered(self, broker_name: str, broker_id: int) -> None:
+        """The broker registered (again): a new incarnation. Its entry, if it has one, stays alive as of now
+        but forgets what the previous process reported, until the next heartbeat says."""
+        now = self._clock.monotonic_ms()
+        with self._lock:
+            for key in self._by_name.get((broker_name, broker_id), []):
+                old = self._table[key]
+                self._table[key] = replace(old, lastUpdateMs=now, epoch=-1, maxOffset=-1, confirmOffset=-1,
+                                           incarnation=0)
 
     def remove(self, broker_name: str, broker_id: int) -> None:
         with self._lock:

@@ -134,6 +134,7 @@ class ControllerRemoting:
     # ------------------------------------------------------------------ broker registration and liveness
     async def _heartbeat(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         hb = h.BrokerHeartbeatRequestHeader.from_ext_fields(request.ext_fields)
+        mine = ext.BrokerExtension.from_ext_fields(request.ext_fields)
         if hb.broker_id is None:
             return None  # RocketMQ drops a heartbeat without an id
         self.m.on_heartbeat(Heartbeat(
@@ -143,7 +144,7 @@ class ControllerRemoting:
             confirmOffset=hb.confirm_offset if hb.confirm_offset is not None else -1,
             heartbeatTimeoutMills=self.m.bounded_heartbeat_timeout(hb.heartbeat_timeout_mills),
             electionPriority=hb.election_priority if hb.election_priority is not None else MAX_PRIORITY,
-            asyncLearner=ext.BrokerExtension.from_ext_fields(request.ext_fields).async_learner))
+            asyncLearner=mine.async_learner, incarnation=mine.incarnation or 0))
         conn.attributes[BROKER] = (hb.cluster_name, hb.broker_name, hb.broker_id)
         self.namesrv.table.touch(hb.cluster_name, hb.broker_addr)
         return None

@@ -359,9 +359,6 @@ class ReplicasInfoManager:
             return _fail(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
         new_master, unclean = self._choose_master(bs, request, policy, enable_unclean, alive)
         old_master = bs.masterBrokerId
-        if new_master is None and request.brokerId is not None and request.brokerId == old_master \
-                and not request.designateElect:
-            new_master = old_master  # the restarted master is not a candidate yet: keep it, nothing changes
         if new_master is not None and new_master == old_master:
             return _fail(ResponseCode.CONTROLLER_MASTER_STILL_EXIST,
                          f"The old master {old_master} is still alive, not need to elect new master "

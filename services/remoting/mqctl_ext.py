@@ -5,6 +5,7 @@ have, for the safety features RocketMQ lacks (see docs/security.md).
   Ed25519 key, bound to its id by the controller (services/common/signing.py);
 * ``signature`` on 1001 CONTROLLER_ALTER_SYNC_STATE_SET: the master's signature over the change;
 * ``asyncLearner`` on 904 BROKER_HEARTBEAT: the broker replicates but never joins the SyncStateSet;
+* ``incarnation`` on 904: which process of the broker sends it (controller/heartbeat.py);
 * 88001 GET_BROKER_KEYS: the keys the controller holds for a group (a slave checks its master's with it).
 
 Extra extFields are ignored by RocketMQ's header decoding, so a RocketMQ controller reads these requests
@@ -19,7 +20,7 @@ from typing import Any
 
 from services.remoting.bodies import Body, _broker_addrs, _Obj
 from services.remoting.errors import BodyError, HeaderFieldError
-from services.remoting.headers import CustomHeader, _bool, _string
+from services.remoting.headers import CustomHeader, _bool, _long, _string
 
 __all__ = ["GET_BROKER_KEYS", "BrokerExtension", "BrokerKeys", "BrokerKeysRequestHeader"]
 
@@ -37,12 +38,15 @@ class BrokerExtension(CustomHeader):
     public_key: str | None = _string("publicKey")
     signature: str | None = _string("signature")
     async_learner: bool = _bool("asyncLearner", default=False)
+    incarnation: int | None = _long("incarnation")
 
     def _check(self) -> None:
         if self.public_key is not None and not _PUBLIC_KEY.fullmatch(self.public_key):
             raise HeaderFieldError(type(self).__name__, "publicKey", "must be 64 lower-case hex characters")
         if self.signature is not None and not _SIGNATURE.fullmatch(self.signature):
             raise HeaderFieldError(type(self).__name__, "signature", "must be 128 lower-case hex characters")
+        if self.incarnation is not None and self.incarnation < 0:
+            raise HeaderFieldError(type(self).__name__, "incarnation", "must not be negative")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -351,16 +351,16 @@ class HAService:
         since = conn.session.caught_up_since(self.clock.monotonic_ms())
         if since is not None:
             self.tracker.record_caught_up(conn.slave_id, since)
-        self._maybe_expand(conn)
+        self._maybe_expand(conn, caught_up=since is not None)
         self.update_confirm()
         self.release_waiters()
 
-    def _maybe_expand(self, conn: SlaveConnection) -> None:
+    def _maybe_expand(self, conn: SlaveConnection, caught_up: bool) -> None:
         if self.tracker.synchronizing:
-            return
+            return  # one proposal at a time (the union rule counts acks against one); the next ack retries
         last = self.store.epochs.last_entry()
         new = self.tracker.expand_candidate(conn.slave_id, conn.session.ack_offset, self.store.confirm_offset,
-                                            last.start_offset if last else 0, conn.learner)
+                                            last.start_offset if last else 0, conn.learner, caught_up)
         if new is not None:
             self._background.spawn(self.propose(new, f"slave {conn.slave_id} caught up"))
 

@@ -192,6 +192,13 @@ class TestExpand:
         t = tracker({1})
         assert t.expand_candidate(2, 5000, 5000, 5000, False) == frozenset({1, 2})
 
+    def test_a_slave_that_has_not_caught_up_waits(self) -> None:
+        # RocketMQ's lastMasterMaxOffset rule: the ack must hold what the master had at its last transfer,
+        # however far confirmOffset lags behind (with allAck, confirmOffset is the slowest member's ack).
+        t = tracker({1})
+        assert t.expand_candidate(2, 5000, 100, 0, False, caught_up=False) is None
+        assert t.expand_candidate(2, 5000, 100, 0, False, caught_up=True) == frozenset({1, 2})
+
     def test_learners_never_expand(self) -> None:
         t = tracker({1})
         assert t.expand_candidate(2, 10**9, 0, 0, learner=True) is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from services.common.clock import FakeClock
@@ -212,3 +214,37 @@ def test_fake_clock() -> None:
     assert c.now_ms() == c.monotonic_ms() == 5
     c.advance(10)
     assert c.now_ms() == c.monotonic_ms() == 15
+
+
+class TestIncarnations:
+    """A restarted broker process is a new incarnation: what the old one reported is not credited to it."""
+
+    def test_a_registration_keeps_the_broker_alive_but_forgets_its_progress(
+            self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        hb.on_heartbeat(replace(beat(1, epoch=3, max_offset=900, timeout=3000), incarnation=11))
+        clock.advance(2500)
+        hb.registered("broker1", 1)
+        clock.advance(2500)  # past the old heartbeat's timeout, not the registration's
+        info = hb.find("broker1", 1)
+        assert info is not None and hb.is_active("broker1", 1) and hb.scan_expired() == []
+        assert (info.epoch, info.maxOffset, info.confirmOffset, info.incarnation) == (-1, -1, -1, 0)
+        hb.on_heartbeat(replace(beat(1, epoch=3, max_offset=400), incarnation=12))  # the shorter log
+        info = hb.find("broker1", 1)
+        assert info is not None and (info.maxOffset, info.incarnation) == (400, 12)
+
+    def test_a_registration_of_a_broker_without_an_entry_creates_none(self, hb: BrokerHeartbeatManager) -> None:
+        hb.registered("broker1", 1)
+        assert hb.find("broker1", 1) is None and not hb.is_active("broker1", 1)
+
+    def test_another_incarnation_replaces_the_entry_on_any_controller(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(replace(beat(1, epoch=3, max_offset=900), incarnation=11))
+        hb.on_heartbeat(replace(beat(1, epoch=3, max_offset=400), incarnation=12))
+        info = hb.find("broker1", 1)
+        assert info is not None and (info.epoch, info.maxOffset, info.incarnation) == (3, 400, 12)
+
+    def test_within_one_incarnation_progress_only_moves_forward(self, hb: BrokerHeartbeatManager) -> None:
+        hb.on_heartbeat(replace(beat(1, epoch=3, max_offset=900), incarnation=11))
+        hb.on_heartbeat(replace(beat(1, epoch=3, max_offset=400), incarnation=11))  # late, reordered
+        hb.on_heartbeat(beat(1, epoch=3, max_offset=300))  # a broker that does not say (RocketMQ's)
+        info = hb.find("broker1", 1)
+        assert info is not None and (info.maxOffset, info.incarnation) == (900, 11)

@@ -524,6 +524,43 @@ class TestElectMaster:
         assert r.data is not None and r.data["masterBrokerId"] == 2
 
 
+class TestRestartedMaster:
+    """A master whose process restarted asks for an election (the broker does, when the controller still
+    names it master). Its log may have lost an unflushed tail its slaves hold, so it keeps the role only
+    on merit: ranked like any live member, winning only ties. RocketMQ hands the role back whatever its
+    log holds (docs/compatibility.md)."""
+
+    def test_a_slave_with_more_data_takes_over(self, meta: ReplicasInfoManager) -> None:
+        policy, alive = mock_policy({1: live(1, True, 1, 50), 2: live(2, True, 1, 80), 3: live(3, True, 1, 60)})
+        r = elect(meta, broker_trigger(1), alive, policy=policy)
+        assert r.code == RC.SUCCESS and r.data is not None
+        assert (r.data["masterBrokerId"], r.data["masterEpoch"]) == (2, 2)
+
+    def test_a_tie_keeps_the_restarted_master_whatever_the_priorities(self, meta: ReplicasInfoManager) -> None:
+        policy, alive = mock_policy({1: live(1, True, 1, 80, priority=9), 2: live(2, True, 1, 80, priority=1),
+                                     3: live(3, True, 1, 80, priority=1)})
+        r = elect(meta, broker_trigger(1), alive, policy=policy)
+        assert r.code == RC.CONTROLLER_MASTER_STILL_EXIST and r.data is not None
+        assert (r.data["masterBrokerId"], r.data["masterEpoch"]) == (1, 1)
+        assert r.events == ()
+
+    def test_progress_not_yet_reported_ranks_last(self, meta: ReplicasInfoManager) -> None:
+        # Registered again, heartbeat not in yet: the controller knows nothing of its log (-1).
+        policy, alive = mock_policy({1: live(1, True, -1, -1), 2: live(2, True, 1, 10), 3: live(3, False, 1, 90)})
+        r = elect(meta, broker_trigger(1), alive, policy=policy)
+        assert r.code == RC.SUCCESS and r.data is not None and r.data["masterBrokerId"] == 2
+
+    def test_alone_and_alive_it_keeps_the_role(self, meta: ReplicasInfoManager) -> None:
+        policy, alive = mock_policy({1: live(1, True, 1, 5), 2: live(2, False, 1, 90), 3: live(3, False, 1, 90)})
+        r = elect(meta, broker_trigger(1), alive, policy=policy)
+        assert r.code == RC.CONTROLLER_MASTER_STILL_EXIST and r.data is not None and r.data["masterBrokerId"] == 1
+
+    def test_with_no_live_candidate_the_election_fails_as_in_rocketmq(self, meta: ReplicasInfoManager) -> None:
+        r = elect(meta, broker_trigger(1), none_alive)
+        assert r.code == RC.CONTROLLER_ELECT_MASTER_FAILED and r.events == ()
+        assert replica_info(meta)["masterBrokerId"] == 1  # a broker's failed request changes nothing
+
+
 # =====================================================================================================
 # Epoch arithmetic (§3.7 table)
 # =====================================================================================================
@@ -1191,6 +1228,7 @@ def test_elect_master_request_trigger_kind() -> None:
 
 
 def test_async_learner_cannot_win_the_first_election(manager: ReplicasInfoManager) -> None:
+    # RocketMQ issue #10013: a learner elected master while the group starts
     register_three(manager)
     table = {1: live(1, True, 1, 10, async_learner=True), 2: live(2, True, 1, 10)}
     policy, alive = mock_policy(table)
