@@ -15,6 +15,7 @@ and the durability wait. A message that is not valid on its own is refused befor
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,13 @@ if TYPE_CHECKING:
 
 __all__ = ["PutBatcher"]
 
+log = logging.getLogger(__name__)
+
 Put = Callable[[list["Message"]], Awaitable["PutOutcome"]]
+
+
+#: Called once with a request's share of the outcome, or with the exception the put raised.
+Done = Callable[["PutOutcome | BaseException"], None]
 
 
 class PutBatcher:
@@ -32,7 +39,7 @@ class PutBatcher:
         self._put = put
         self.max_messages = max_messages
         self.max_bytes = max_bytes
-        self._waiting: list[tuple[list[Message], asyncio.Future[PutOutcome]]] = []
+        self._waiting: list[tuple[list[Message], Done]] = []
         self._scheduled = False
         self._running: set[asyncio.Task[None]] = set()
 
@@ -40,11 +47,24 @@ class PutBatcher:
         """``messages`` stored with whatever else arrives in this turn; this request's share of the outcome
         (its own results, in order)."""
         future: asyncio.Future[PutOutcome] = asyncio.get_running_loop().create_future()
-        self._waiting.append((messages, future))
+
+        def done(outcome: PutOutcome | BaseException) -> None:
+            if future.done():
+                return
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        self.submit(messages, done)
+        return await future
+
+    def submit(self, messages: list[Message], done: Done) -> None:
+        """As ``put``, without a coroutine: ``done`` gets the share (a server answering many sends in one
+        turn saves a task per send)."""
+        self._waiting.append((messages, done))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._start)
-        return await future
 
     def _start(self) -> None:
         self._scheduled = False
@@ -54,7 +74,7 @@ class PutBatcher:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    def _take(self) -> list[tuple[list[Message], asyncio.Future[PutOutcome]]]:
+    def _take(self) -> list[tuple[list[Message], Done]]:
         count = size = 0
         taken = 0
         for messages, _ in self._waiting:
@@ -66,19 +86,28 @@ class PutBatcher:
         batch, self._waiting = self._waiting[:taken], self._waiting[taken:]
         return batch
 
-    async def _run(self, batch: list[tuple[list[Message], asyncio.Future[PutOutcome]]]) -> None:
+    async def _run(self, batch: list[tuple[list[Message], Done]]) -> None:
         try:
             outcome = await self._put([m for messages, _ in batch for m in messages])
         except BaseException as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
+            for _, done in batch:
+                _call(done, exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        if len(batch) == 1:
+            _call(batch[0][1], outcome)
+            return
         start = 0
-        for messages, future in batch:
+        for messages, done in batch:
             share = outcome.results[start:start + len(messages)] if outcome.results else []
             start += len(messages)
-            if not future.done():
-                future.set_result(type(outcome)(outcome.status, share, outcome.remark, outcome.master_address))
+            _call(done, type(outcome)(outcome.status, share, outcome.remark, outcome.master_address))
+
+
+def _call(done: Done, outcome: PutOutcome | BaseException) -> None:
+    """One request's callback; one that fails must not keep the others of its batch from their answers."""
+    try:
+        done(outcome)
+    except Exception:
+        log.exception("answering a send failed")

@@ -34,7 +34,7 @@ import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from services.broker.consumer_offsets import GROUP_PATTERN, TableFull
 from services.broker.consumers import ConsumerGroups, RegistryFull
@@ -52,6 +52,7 @@ from services.remoting import bodies
 from services.remoting import broker_bodies as bb
 from services.remoting import broker_headers as bh
 from services.remoting.acl import Verifier
+from services.remoting.codec import response_frame
 from services.remoting.command import RemotingCommand, RequestCode, make_request, make_response
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
@@ -82,6 +83,7 @@ _SEND_CODES = {
     "SERVICE_NOT_AVAILABLE": ResponseCode.SERVICE_NOT_AVAILABLE, "MESSAGE_ILLEGAL": ResponseCode.MESSAGE_ILLEGAL,
     "IN_SYNC_REPLICAS_NOT_ENOUGH": ResponseCode.SYSTEM_ERROR,
 }
+_SEND_REQUESTS = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 #: Statuses whose message is stored: the answer carries its id and offsets (RocketMQ's sendOK).
 _STORED = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
 _NOT_MASTER = ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
@@ -112,7 +114,33 @@ class BrokerRemoting:
     # ------------------------------------------------------------------ wiring
     def connection(self, server_state: Any) -> RemotingConnection:
         """A protocol for one remoting connection on the listen port (make_server's ``binary``)."""
-        return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state)
+        return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state, front=self.front)
+
+    def front(self, request: RemotingCommand, conn: RemotingConnection) -> bool:
+        """Sends, served without a task each: checked at once, then answered when their batch is stored
+        (``PutBatcher.submit``). Everything else goes to ``handle``."""
+        if request.code not in _SEND_REQUESTS:
+            return False
+        try:
+            prepared = self._prepare_send(request, conn)
+        except (HeaderFieldError, BodyError) as exc:
+            prepared = _answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        if not isinstance(prepared, tuple):
+            conn.finish(request, prepared)
+            return True
+        messages, uniq_keys = prepared
+
+        def done(outcome: PutOutcome | BaseException) -> None:
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    return  # cancelled: the broker is stopping
+                log.error("send from %s failed: %s", conn.peer, outcome, exc_info=outcome)
+                conn.finish(request, _answer(request, ResponseCode.SYSTEM_ERROR,
+                                             "internal error while serving the request"))
+                return
+            conn.finish(request, self._send_answer(request, outcome, uniq_keys, frame=True))
+        self.puts.submit(messages, done)
+        return True
 
     def on_put(self, messages: list[Message]) -> None:
         self.arrivals.notify()
@@ -143,6 +171,17 @@ class BrokerRemoting:
 
     # ------------------------------------------------------------------ send
     async def _send(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        prepared = self._prepare_send(request, conn)
+        if not isinstance(prepared, tuple):
+            return prepared
+        messages, uniq_keys = prepared
+        outcome = await self.puts.put(messages)
+        return self._send_answer(request, outcome, uniq_keys)
+
+    def _prepare_send(self, request: RemotingCommand,
+                      conn: RemotingConnection) -> RemotingCommand | tuple[list[Message], list[str]] | None:
+        """A send's messages and their UNIQ_KEYs, each checked on its own; or the refusal to answer (None for
+        a oneway send)."""
         header = bh.parse_send_header(request.code, dict(request.ext_fields))
         refusal = self._send_check(header, request.body)
         if refusal is not None:
@@ -159,8 +198,7 @@ class BrokerRemoting:
                 self.b.store.validate(message)
         except MessageIllegal as exc:
             return _answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
-        outcome = await self.puts.put(messages)
-        return self._send_answer(request, outcome, [m.properties.get("UNIQ_KEY", "") for m in messages])
+        return messages, [m.properties.get("UNIQ_KEY", "") for m in messages]
 
     def _send_check(self, header: bh.SendMessageRequestHeader, body: bytes) -> Refusal | None:
         if not valid_topic(header.topic):
@@ -175,8 +213,17 @@ class BrokerRemoting:
                            f"{self.b.config.maxMessageSize}")
         return None
 
-    def _send_answer(self, request: RemotingCommand, outcome: PutOutcome,
-                     uniq_keys: list[str]) -> RemotingCommand | None:
+    @overload
+    def _send_answer(self, request: RemotingCommand, outcome: PutOutcome, uniq_keys: list[str],
+                     frame: Literal[False] = False) -> RemotingCommand | None: ...
+
+    @overload
+    def _send_answer(self, request: RemotingCommand, outcome: PutOutcome, uniq_keys: list[str],
+                     frame: Literal[True]) -> RemotingCommand | bytes | None: ...
+
+    def _send_answer(self, request: RemotingCommand, outcome: PutOutcome, uniq_keys: list[str],
+                     frame: bool = False) -> RemotingCommand | bytes | None:
+        """The answer to a send; with ``frame``, a stored send's answer comes as its encoded frame."""
         code = _SEND_CODES.get(outcome.status, ResponseCode.SYSTEM_ERROR)
         if outcome.status not in _STORED or not outcome.results:
             remark = outcome.remark
@@ -191,6 +238,8 @@ class BrokerRemoting:
         ext = {"msgId": ids, "queueId": str(first.queue_id), "queueOffset": str(first.queue_offset)}
         if len(uniq_keys) == 1 and uniq_keys[0]:
             ext["transactionId"] = uniq_keys[0]
+        if frame and not request.is_oneway:
+            return response_frame(request, code, ext)
         return _answer(request, code, None, ext)
 
     def _msg_id(self, commit_log_offset: int) -> str:

@@ -25,13 +25,17 @@ log = logging.getLogger(__name__)
 
 #: A handler answers one request (None for a oneway request, or to send nothing).
 Handler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
+#: A front handler takes a request without a task of its own, or declines it (False: it goes to ``handler``).
+#: A request it takes counts as in flight until it calls ``conn.finish(request, answer)``.
+FrontHandler = Callable[[RemotingCommand, "RemotingConnection"], bool]
 
 
 class RemotingConnection(asyncio.Protocol):
     def __init__(self, handler: Handler, *, max_frame_size: int = MAX_FRAME_SIZE, max_in_flight: int = 256,
                  idle_timeout_s: float = 120.0, on_closed: Callable[[RemotingConnection], None] | None = None,
-                 server_state: Any = None) -> None:
+                 server_state: Any = None, front: FrontHandler | None = None) -> None:
         self.handler = handler
+        self.front = front
         self.decoder = FrameDecoder(max_frame_size)
         self.max_in_flight = max_in_flight
         self.idle_timeout_s = idle_timeout_s
@@ -41,6 +45,7 @@ class RemotingConnection(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}  # what a handler learns about its peer (e.g. a broker's id)
         self._transport: asyncio.Transport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._taken = 0  # requests the front handler took and has not finished
         self._paused = False
         self._closed = False
         self._idle: asyncio.TimerHandle | None = None
@@ -66,10 +71,12 @@ class RemotingConnection(asyncio.Protocol):
         for command in commands:
             if command.is_response:
                 continue  # this server sends no requests of its own on an accepted connection
+            if self.front is not None and self._front(command):
+                continue
             task = asyncio.get_running_loop().create_task(self._serve(command))
             self._tasks.add(task)
             task.add_done_callback(self._done)
-        if len(self._tasks) >= self.max_in_flight and not self._paused and self._transport is not None:
+        if self.in_flight >= self.max_in_flight and not self._paused and self._transport is not None:
             self._paused = True
             self._transport.pause_reading()
 
@@ -98,7 +105,12 @@ class RemotingConnection(asyncio.Protocol):
         write, so many requests in flight cost one system call, not one each."""
         if self._transport is None or self._transport.is_closing():
             return
-        frame = encode(command, self.decoder.max_frame_size)  # may raise: nothing is queued then
+        self.send_frame(encode(command, self.decoder.max_frame_size))  # may raise: nothing is queued then
+
+    def send_frame(self, frame: bytes) -> None:
+        """Queue a whole frame (see ``send``)."""
+        if self._transport is None or self._transport.is_closing():
+            return
         if not self._out:
             asyncio.get_running_loop().call_soon(self._flush)
         self._out.append(frame)
@@ -108,13 +120,47 @@ class RemotingConnection(asyncio.Protocol):
         if out and self._transport is not None and not self._transport.is_closing():
             self._transport.write(b"".join(out))
 
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks) + self._taken
+
+    def _front(self, request: RemotingCommand) -> bool:
+        assert self.front is not None
+        self._taken += 1
+        try:
+            taken = self.front(request, self)
+        except Exception:
+            log.exception("remoting request %d from %s failed", request.code, self.peer)
+            self.finish(request, None if request.is_oneway else make_response(
+                request, ResponseCode.SYSTEM_ERROR, "internal error while serving the request"))
+            return True
+        if not taken:
+            self._taken -= 1
+        return taken
+
+    def finish(self, request: RemotingCommand, answer: RemotingCommand | bytes | None) -> None:
+        """A request the front handler took is done: send its answer (if any: a command, or its whole frame
+        already encoded) and count it out."""
+        self._taken -= 1
+        self._resume_if_drained()
+        if answer is None or request.is_oneway or self._closed:
+            return
+        if isinstance(answer, bytes):
+            self.send_frame(answer)
+            return
+        try:
+            self.send(answer)
+        except ValueError as exc:
+            log.error("cannot answer remoting request %d from %s: %s", request.code, self.peer, exc)
+            self.send(make_response(request, ResponseCode.SYSTEM_ERROR, "the answer cannot be encoded"))
+
     def _arm_idle(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
         self._idle = asyncio.get_running_loop().call_later(self.idle_timeout_s, self._idle_out)
 
     def _idle_out(self) -> None:
-        if not self._tasks:
+        if not self.in_flight:
             log.info("remoting connection from %s closed: idle for %.0f s", self.peer, self.idle_timeout_s)
             self.close()
         else:
@@ -122,7 +168,10 @@ class RemotingConnection(asyncio.Protocol):
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if self._paused and len(self._tasks) < self.max_in_flight // 2 and self._transport is not None:
+        self._resume_if_drained()
+
+    def _resume_if_drained(self) -> None:
+        if self._paused and self.in_flight < self.max_in_flight // 2 and self._transport is not None:
             self._paused = False
             self._transport.resume_reading()
 

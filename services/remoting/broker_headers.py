@@ -127,7 +127,7 @@ def parse_send_header(code: int, ext: dict[str, str]) -> SendMessageRequestHeade
     reads it; a 320 is a batch whatever its ``batch`` field says."""
     if code == RequestCode.SEND_MESSAGE:
         return SendMessageRequestHeader.from_ext_fields(ext)
-    header = SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+    header = SendMessageRequestHeader.from_ext_fields(ext, wire_of=SendMessageRequestHeaderV2)
     if code == RequestCode.SEND_BATCH_MESSAGE and not header.is_batch:
         return replace(header, batch="true")
     return header

@@ -66,6 +66,13 @@ class _Spec:
     kind: Kind
     required: bool
     default: Any
+    low: int = 0  # an integer field's range
+    high: int = 0
+
+    @classmethod
+    def of(cls, name: str, wire: str, kind: Kind, required: bool, default: Any) -> _Spec:
+        low, high = _BOUNDS.get(kind, (0, 0))
+        return cls(name, wire, kind, required, default, low, high)
 
 
 _SPECS: dict[type, tuple[_Spec, ...]] = {}
@@ -75,7 +82,7 @@ def _specs(cls: type) -> tuple[_Spec, ...]:
     """The fields of a header class, read once per class (every CustomHeader subclass is a dataclass)."""
     specs = _SPECS.get(cls)
     if specs is None:
-        specs = _SPECS[cls] = tuple(_Spec(f.name, f.metadata["wire"], f.metadata["kind"], f.metadata["required"],
+        specs = _SPECS[cls] = tuple(_Spec.of(f.name, f.metadata["wire"], f.metadata["kind"], f.metadata["required"],
                                           None if f.default is MISSING else f.default) for f in fields(cls))
     return specs
 
@@ -105,18 +112,27 @@ class CustomHeader:
         return ext
 
     @classmethod
-    def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
+    def from_ext_fields(cls, ext: Mapping[str, str], *, wire_of: type[CustomHeader] | None = None) -> Self:
         """Every field parsed and checked from its text; the header is built without checking the types a
-        second time (parsing gave them), but with the class's own rules (``_check``)."""
+        second time (parsing gave them), but with the class's own rules (``_check``).
+
+        ``wire_of``: another header class with the same fields under other wire names (SEND_MESSAGE_V2's
+        one-letter names): the fields are read under its names, and errors name it."""
         header = object.__new__(cls)
-        for spec in _specs(cls):
+        specs = _specs(cls) if wire_of is None else _renamed_specs(cls, wire_of)
+        name = cls.__name__ if wire_of is None else wire_of.__name__
+        for spec in specs:
             raw = ext.get(spec.wire)
             if raw is None:
                 if spec.required:
-                    raise HeaderFieldError(cls.__name__, spec.wire, "is missing (required)")
+                    raise HeaderFieldError(name, spec.wire, "is missing (required)")
                 value = spec.default
+            elif spec.kind is Kind.STRING:
+                value = raw
+            elif spec.kind is Kind.BOOLEAN:
+                value = _parse(name, spec.wire, spec.kind, raw)
             else:
-                value = _parse(cls.__name__, spec.wire, spec.kind, raw)
+                value = _parse_int(name, spec, raw)
             object.__setattr__(header, spec.name, value)
         header._check()
         return header
@@ -130,6 +146,31 @@ class CustomHeader:
             object.__setattr__(header, spec.name, values[spec.name])
         header._check()
         return header
+
+
+_RENAMED: dict[tuple[type, type], tuple[_Spec, ...]] = {}
+
+
+def _renamed_specs(cls: type, wire_of: type) -> tuple[_Spec, ...]:
+    """``cls``'s fields under ``wire_of``'s wire names (the fields both have, by attribute name), with
+    ``wire_of``'s required marks; read once per pair of classes."""
+    specs = _RENAMED.get((cls, wire_of))
+    if specs is None:
+        theirs = {s.name: s for s in _specs(wire_of)}
+        specs = _RENAMED[(cls, wire_of)] = tuple(
+            _Spec.of(s.name, theirs[s.name].wire, s.kind, theirs[s.name].required, s.default) for s in _specs(cls))
+    return specs
+
+
+def _parse_int(header: str, spec: _Spec, raw: str) -> int:
+    """``_parse`` of an integer field, with the bounds the spec holds (the hot path of every request)."""
+    digits = raw[1:] if raw[:1] in "+-" and raw else raw
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 64):
+        raise HeaderFieldError(header, spec.wire, f"must be a decimal integer, got {raw[:40]!r}")
+    value = int(raw)
+    if not spec.low <= value <= spec.high:
+        raise HeaderFieldError(header, spec.wire, f"{value} is outside {spec.kind.value}")
+    return value
 
 
 def _fits(kind: Kind, value: object) -> bool:

@@ -104,3 +104,52 @@ def test_the_answer_keeps_the_request_serialize_type() -> None:
         assert answer.serialize_type is SerializeType.ROCKETMQ and answer.opaque == 5
         writer.close()
     run(scenario)
+
+
+def test_a_front_handler_takes_requests_without_tasks_and_they_count_as_in_flight() -> None:
+    """Code 5 is taken by the front handler and answered later by callback; 6 makes the front handler
+    raise (answered SYSTEM_ERROR); others it declines and they go to the handler. Reading pauses while
+    max_in_flight requests are taken and resumes when half are finished."""
+    held: list[tuple[RemotingCommand, RemotingConnection]] = []
+
+    def front(request: RemotingCommand, conn: RemotingConnection) -> bool:
+        if request.code == 6:
+            raise RuntimeError("secret detail")
+        if request.code != 5:
+            return False
+        held.append((request, conn))
+        return True
+
+    async def main() -> None:
+        made: list[RemotingConnection] = []
+
+        def protocol() -> RemotingConnection:
+            made.append(RemotingConnection(handler, max_in_flight=4, front=front))
+            return made[-1]
+        srv = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.sockets[0].getsockname()[1])
+        try:
+            writer.write(encode(make_request(2, opaque=1)) + encode(make_request(6, opaque=2))
+                         + b"".join(encode(make_request(5, opaque=10 + i)) for i in range(6)))
+            first = await read_commands(reader, 2)
+            assert sorted((a.opaque, a.code) for a in first) == [(1, ResponseCode.SUCCESS),
+                                                                 (2, ResponseCode.SYSTEM_ERROR)]
+            assert "secret" not in str(first[1].remark)
+            for _ in range(100):
+                if len(held) >= 4:
+                    break
+                await asyncio.sleep(0.01)
+            conn = made[0]
+            assert conn.in_flight == len(held) >= 4 and conn._paused  # reading paused at max_in_flight
+            while held:
+                request, owner = held.pop(0)
+                owner.finish(request, make_response(request, ResponseCode.SUCCESS, remark="later"))
+                await asyncio.sleep(0.01)
+            answers = await read_commands(reader, 6)
+            assert sorted(a.opaque for a in answers) == list(range(10, 16))
+            assert {a.remark for a in answers} == {"later"} and conn.in_flight == 0 and not conn._paused
+        finally:
+            writer.close()
+            srv.close()
+            await srv.wait_closed()
+    asyncio.run(asyncio.wait_for(main(), 10))

@@ -27,6 +27,7 @@ from services.remoting import broker_bodies as bb
 from services.remoting import broker_headers as bh
 from services.remoting.acl import sign
 from services.remoting.bodies import EpochEntryCache
+from services.remoting.codec import decode_frame
 from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.message import BatchEntry, decode_pulled, encode_batch, encode_properties
 
@@ -92,6 +93,9 @@ class FakeConn(RemotingConnection):
 
     def send(self, command: RemotingCommand) -> None:
         self.sent.append(command)
+
+    def send_frame(self, frame: bytes) -> None:
+        self.sent.append(decode_frame(frame))
 
 
 @pytest.fixture
@@ -211,6 +215,39 @@ def test_a_oneway_send_is_stored_and_not_answered(broker: FakeBroker) -> None:
     assert serve(broker, make_request(RC.SEND_MESSAGE, 1, request.ext_fields, b"x", oneway=True)) is None
     assert broker.store.max_offset > 0
     assert serve(broker, make_request(RC.SEND_MESSAGE, 1, {}, b"x", oneway=True)) is None  # malformed: dropped
+
+
+def front(broker: FakeBroker, *requests: RemotingCommand) -> list[RemotingCommand]:
+    """The task-free path a connection takes for sends: every request taken, the answers once stored."""
+    async def run() -> list[RemotingCommand]:
+        remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
+        conn = FakeConn()
+        conn.front = remoting.front
+        assert all(conn._front(r) for r in requests)  # as data_received hands them over
+        assert not conn._front(make_request(RC.GET_MAX_OFFSET, 9))  # not a send: declined
+        for _ in range(100):
+            if conn.in_flight == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert conn.in_flight == 0
+        return conn.sent
+    return asyncio.run(run())
+
+
+def test_sends_taken_by_the_front_path_are_answered_as_by_the_handler(broker: FakeBroker, tmp_path: Path) -> None:
+    good = send_request(KEYS="k1", UNIQ_KEY="U1")
+    oneway = make_request(RC.SEND_MESSAGE, 2, good.ext_fields, b"x", oneway=True)
+    bad_topic = send_request(topic="bad topic!")
+    malformed = make_request(RC.SEND_MESSAGE_V2, 4, {"a": "b"}, b"x")
+    answers = front(broker, good, oneway, bad_topic, malformed)
+    by_opaque = {a.opaque: a for a in answers}
+    assert len(answers) == 3 and sorted(by_opaque) == [1, 4]  # bad_topic reuses opaque 1: see below
+    assert [a.code for a in answers if a.opaque == 4] == [C.INVALID_PARAMETER]
+    assert sorted(a.code for a in answers if a.opaque == 1) == sorted([C.SUCCESS, C.INVALID_PARAMETER])
+    stored = next(a for a in answers if a.code == C.SUCCESS)
+    same = serve(FakeBroker(tmp_path / "other"), send_request(KEYS="k1", UNIQ_KEY="U1"))
+    assert dict(stored.ext_fields) == dict(same.ext_fields)  # the same answer as the task path's
+    assert len(broker.store.get_messages("TopicTest", 1, 0, 10).records) == 2  # the oneway one too
 
 
 # ------------------------------------------------------------------------------------------- pull

@@ -13,9 +13,17 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from services.remoting.codec import MAX_FRAME_SIZE, FrameDecoder, decode_frame, encode
-from services.remoting.command import LanguageCode, RemotingCommand, SerializeType, make_request
+from services.remoting.codec import MAX_FRAME_SIZE, FrameDecoder, decode_frame, encode, response_frame
+from services.remoting.command import (
+    LanguageCode,
+    RemotingCommand,
+    SerializeType,
+    make_request,
+    make_response,
+)
 from services.remoting.errors import RemotingProtocolError
 
 HX = bytes.fromhex
@@ -314,3 +322,17 @@ def test_decode_frame_wants_exactly_one_frame() -> None:
         decode_frame(GOLDEN_JSON_REQUEST[:-1])
     with pytest.raises(RemotingProtocolError, match="exactly one"):
         decode_frame(GOLDEN_JSON_REQUEST * 2)
+
+
+@given(st.dictionaries(st.text(max_size=10), st.text(max_size=30), max_size=5), st.integers(0, 2**31 - 1),
+       st.sampled_from([0, 1, 16, 2012]), st.sampled_from(list(SerializeType)))
+def test_a_response_frame_is_the_encoded_response_byte_for_byte(ext: dict[str, str], opaque: int, code: int,
+                                                                serialize_type: SerializeType) -> None:
+    request = make_request(310, opaque, {"a": "x"}, b"body", serialize_type=serialize_type)
+    try:
+        expected = encode(make_response(request, code, None, ext))
+    except ValueError:  # a lone surrogate: no UTF-8 form either way
+        with pytest.raises(ValueError):
+            response_frame(request, code, ext)
+        return
+    assert response_frame(request, code, ext) == expected
