@@ -33,7 +33,7 @@ import ipaddress
 import itertools
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from services.broker.consumer_offsets import GROUP_PATTERN, TableFull
@@ -69,6 +69,8 @@ RC = RequestCode
 GET_ALL_TOPIC_CONFIG = 21
 Route = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
 
+#: RocketMQ's MixAll.RETRY_GROUP_TOPIC_PREFIX.
+RETRY_PREFIX = "%RETRY%"
 #: PullSysFlag bits.
 PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 #: RocketMQ's MixAll.MASTER_ID: a pull answer always sends the consumer to the master.
@@ -363,7 +365,24 @@ class BrokerRemoting:
             except RegistryFull as exc:
                 return _answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
         self._notify_groups(changed)
+        await self._retry_topics(consumer.group_name or "" for consumer in data.consumer_data_set)
         return _answer(request, ResponseCode.SUCCESS)
+
+    async def _retry_topics(self, groups: Iterable[str]) -> None:
+        """Each consumer group's retry topic (``%RETRY%<group>``), created when the group first heartbeats,
+        as RocketMQ's broker does: its consumers subscribe to it and look its route up."""
+        known = self.b.store.created_topics.names
+        missing = sorted({t for t in (RETRY_PREFIX + g for g in groups) if t not in known and valid_topic(t)})
+        if not missing:
+            return
+        try:
+            created = await asyncio.to_thread(lambda: [t for t in missing if self.b.store.created_topics.create(t)])
+        except TopicsFull as exc:
+            log.warning("retry topics %s not created: %s", ", ".join(missing), exc)
+            return
+        if created:
+            log.info("retry topic(s) %s created for their consumer groups", ", ".join(created))
+            self.b.namesrv.note_topics(created)
 
     async def _unregister(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)

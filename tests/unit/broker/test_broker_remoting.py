@@ -44,6 +44,14 @@ class FakeReplicas:
         self.hints += 1
 
 
+class FakeNamesrv:
+    def __init__(self) -> None:
+        self.noted: list[str] = []
+
+    def note_topics(self, topics: list[str]) -> None:
+        self.noted += topics
+
+
 class FakeBroker:
     """What BrokerRemoting uses of a Broker; puts go straight into a real store."""
 
@@ -58,6 +66,8 @@ class FakeBroker:
         self.consumer_offsets = ConsumerOffsets(root)
         self.forced: PutOutcome | None = None
         self.put_listeners: list[Any] = []
+        self.namesrv = FakeNamesrv()
+
 
     async def put(self, messages: list[Message], validated: bool = False) -> PutOutcome:
         if self.forced is not None:
@@ -433,6 +443,8 @@ def test_heartbeats_build_the_consumer_list_and_changes_are_announced(broker: Fa
     assert (none.code, none.remark) == (C.SYSTEM_ERROR, "no consumer for this group, cg")
     assert bb.GetConsumerListByGroupResponseBody.decode(both.body).consumer_id_list == ("c1", "c2")
     assert bb.GetConsumerListByGroupResponseBody.decode(one.body).consumer_id_list == ("c1",)
+    # the group's retry topic was created once, kept, and announced to the name servers
+    assert broker.store.created_topics.names == {"%RETRY%cg"} and broker.namesrv.noted == ["%RETRY%cg"]
     assert gone.code == C.SYSTEM_ERROR
     # c1 heard of every change: c1 itself joining, c2 joining, c2's connection closing (c1 then left)
     notes = [(c.code, dict(c.ext_fields), c.is_oneway) for c in first.sent]
