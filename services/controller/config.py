@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.auth import check_token
+from services.common.durable import atomic_write
 from services.common.errors import ConfigError
 from services.common.httplimits import (
     DEFAULT_BODY_TIMEOUT_MS,
@@ -19,7 +20,7 @@ from services.common.httplimits import (
     DEFAULT_MAX_CONNECTIONS,
     HttpLimits,
 )
-from services.common.props import to_bool, to_int
+from services.common.props import format_properties, load_properties, to_bool, to_int
 from services.common.rocketmq_properties import CONTROLLER_PROPERTIES
 from services.controller.heartbeat import MAX_HEARTBEAT_TIMEOUT_MS
 
@@ -243,3 +244,11 @@ def parse_peers(spec: str, self_id: str, self_raft_port: int) -> list[Peer]:
     if len({p.id for p in peers}) != len(peers):
         raise ConfigError(f"duplicate peer id in controllerDLegerPeers ({spec})")
     return peers
+
+
+def persist_runtime_update(store: Path, props: dict[str, str]) -> None:
+    """Merge a runtime update into the node's config store (fsync and atomic rename), so that it survives a
+    restart; the store holds only what was changed at run time."""
+    persisted = load_properties(store) if store.exists() else {}
+    persisted.update(props)
+    atomic_write(store, format_properties(dict(persisted)))

@@ -17,23 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
-import httpx
-
-from services.common.auth import auth_headers
 from services.common.clock import Clock, SystemClock
 from services.common.codes import ResponseCode
-from services.common.durable import atomic_write
-from services.common.errors import ConfigError, MqctlError
-from services.common.props import format_properties, load_properties
-from services.common.remoting_client import RemotingClient
-from services.common.tasks import TaskSet
+from services.common.errors import ConfigError
 from services.controller.config import (
     BLACK_LIST,
     FIELD_NAMES,
@@ -41,6 +32,7 @@ from services.controller.config import (
     ControllerConfig,
     Peer,
     config_from_properties,
+    persist_runtime_update,
 )
 from services.controller.elect_policy import DefaultElectPolicy
 from services.controller.events import stamp
@@ -49,14 +41,14 @@ from services.controller.heartbeat import (
     BrokerHeartbeatManager,
     Heartbeat,
 )
+from services.controller.notifier import RoleChangeNotifier
 from services.controller.raft import RaftError, RaftNode
+from services.controller.scans import Scans
 from services.controller.state_machine import (
-    BrokerSet,
     ControllerResult,
     ElectMasterRequest,
     ReplicasInfoManager,
 )
-from services.remoting.acl import sign
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +70,10 @@ class ControllerManager:
         self._barrier_started = 0
         self._barrier_done = 0
         self._tasks: list[asyncio.Task[None]] = []
-        self._notifications = TaskSet()  # role-change notifications in flight
-        self._http: httpx.AsyncClient | None = None
+        self.notifier = RoleChangeNotifier(config.authToken, self.clock.now_ms)
+        self.scans = Scans(self)
         self.elections: dict[str, int] = {}
         self.leader_since_ms: int | None = None
-        #: Brokers that registered over the remoting protocol: role changes are pushed to them in it.
-        self.remoting_brokers: set[tuple[str, int]] = set()
-        self._remoting: RemotingClient | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def attach_raft(self, raft: RaftNode) -> None:
@@ -101,24 +90,17 @@ class ControllerManager:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._barrier_lock = asyncio.Lock()
-        self._http = httpx.AsyncClient(timeout=3.0, headers=auth_headers(self.config.authToken or None))
-        token = self.config.authToken
-        self._remoting = RemotingClient(
-            timeout_s=3.0, signer=(lambda r: sign(r, token, self.clock.now_ms())) if token else None)
-        self._tasks = [asyncio.create_task(self._heartbeat_scan_loop(), name="heartbeat-scan"),
-                       asyncio.create_task(self._inactive_master_scan_loop(), name="inactive-master-scan")]
+        self.notifier.start()
+        self.scans.start()
         if self.raft is not None and self.raft.is_leader():
             self._leadership_changed(True)
 
     async def stop(self) -> None:
+        await self.scans.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)  # each ends, however it ends
-        await self._notifications.close()
-        if self._http is not None:
-            await self._http.aclose()
-        if self._remoting is not None:
-            await self._remoting.close()
+        await self.notifier.stop()
 
     def _leadership_changed(self, is_leader: bool) -> None:
         if is_leader:
@@ -168,10 +150,7 @@ class ControllerManager:
         """Apply runtime updates and persist them so they survive a restart (any node, not replicated)."""
         new_config = config_from_properties(props, self.config)
         new_config.validate()
-        store = self.config.config_store_file
-        persisted = load_properties(store) if store.exists() else {}
-        persisted.update(props)
-        atomic_write(store, format_properties(dict(persisted)))
+        persist_runtime_update(self.config.config_store_file, props)
         self.config = new_config
         if "logLevel" in props:
             logging.getLogger().setLevel(new_config.logLevel.upper())
@@ -369,81 +348,12 @@ class ControllerManager:
 
     def notify_role_changed(self, result: ControllerResult) -> None:
         data = result.data or {}
-        if not self.config.notifyBrokerRoleChanged or data.get("masterBrokerId") is None:
-            return
-        payload = {k: data.get(k) for k in ("clusterName", "brokerName", "masterBrokerId", "masterAddress",
-                                            "masterEpoch", "syncStateSetEpoch", "syncStateSet")}
-        name = str(data.get("brokerName"))
-        for member in data.get("brokers", []):
-            broker_id, address = int(member["brokerId"]), str(member["brokerAddress"])
-            if not self.heartbeats.is_active(name, broker_id):
-                continue
-            if (name, broker_id) in self.remoting_brokers:
-                self._notifications.spawn(self._notify_remoting(address, payload))
-            else:
-                self._notifications.spawn(self._notify_one(address, payload))
+        if self.config.notifyBrokerRoleChanged and data.get("masterBrokerId") is not None:
+            self.notifier.notify(data, self.heartbeats.is_active)
 
-    async def _notify_one(self, address: str, payload: dict[str, Any]) -> None:
-        if self._http is None:
-            return
-        try:
-            await self._http.post(f"http://{address}/v1/broker/notifyRoleChanged", json=payload)
-        except httpx.HTTPError as exc:
-            log.debug("role-change notification to %s failed: %s", address, exc)
-
-    async def _notify_remoting(self, address: str, payload: dict[str, Any]) -> None:
-        """NOTIFY_BROKER_ROLE_CHANGED (1008) to a broker that registered over remoting, as RocketMQ sends it."""
-        from services.controller.remoting import role_change_request
-
-        if self._remoting is None:
-            return
-        try:
-            await self._remoting.oneway(address, role_change_request(payload))
-        except MqctlError as exc:
-            log.debug("role-change notification to %s failed: %s", address, exc)
-
-    # ------------------------------------------------------------------ scans
-    async def _heartbeat_scan_loop(self) -> None:
-        await asyncio.sleep(min(2.0, self.config.scanNotActiveBrokerInterval / 1000))
-        while True:
-            try:
-                await self.scan_not_active_brokers()
-            except Exception:  # the scan must survive anything
-                log.exception("heartbeat scan failed")
-            await asyncio.sleep(self.config.scanNotActiveBrokerInterval / 1000)
-
+    # ------------------------------------------------------------------ scans (kept as the manager's API)
     async def scan_not_active_brokers(self) -> None:
-        for info in self.heartbeats.scan_expired():
-            log.warning("broker %s/%s id %d (%s) missed its heartbeats for %d ms; marked inactive",
-                        info.clusterName, info.brokerName, info.brokerId, info.brokerAddr,
-                        info.heartbeatTimeoutMs)
-            if not self.serving or self.raft is None:
-                continue
-            replica = self.raft.read(functools.partial(_broker_set, name=info.brokerName))
-            if replica is not None and replica.masterBrokerId == info.brokerId:
-                await self.trigger_elect_master(info.brokerName)
-
-    async def _inactive_master_scan_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.scanInactiveMasterInterval / 1000)
-            try:
-                await self.scan_inactive_masters()
-            except Exception:
-                log.exception("inactive-master scan failed")
+        await self.scans.not_active_brokers()
 
     async def scan_inactive_masters(self) -> None:
-        if not self.serving or self.raft is None or self.in_heartbeat_grace():
-            return
-        names = self.raft.read(lambda m: m.scan_need_reelect(
-            self.alive, self.policy(), self.config.enableElectUncleanMaster))
-        for name in names:
-            log.info("broker-set %s has no live master; electing", name)
-            await self.trigger_elect_master(name)
-
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-def _broker_set(machine: ReplicasInfoManager, name: str) -> BrokerSet | None:
-    return machine.broker_sets.get(name)
+        await self.scans.inactive_masters()

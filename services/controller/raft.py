@@ -15,15 +15,10 @@ handshake deadline, connection cap).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import itertools
 import json
 import logging
-import os
-import signal
-import stat
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,42 +37,15 @@ from services.controller.events import (
     encode_noop,
     event_from_dict,
 )
+from services.controller.raft_fork import install_fork_hook
+from services.controller.raft_logging import install_resend_filter
 from services.controller.raft_store import check_raft_store
 from services.controller.raft_transport import MAX_ENTRY_BYTES, GuardedTransport
 from services.controller.state_machine import ReplicasInfoManager
 
 log = logging.getLogger(__name__)
+install_resend_filter()
 
-
-class ResendTruncationFilter(logging.Filter):
-    """pysyncobj logs CRITICAL "truncating already-applied log entries" whenever a follower receives
-    again entries it already holds (under load with unbatched appends the leader re-sends after an
-    out-of-date acknowledgement) and truncates them unconditionally before appending the same entries
-    back. Nothing diverges: the applied state is never rolled back and the entries are identical. It is
-    logged here as a WARNING at most once a minute, with a count, so a real alarm is not drowned."""
-
-    INTERVAL_S = 60.0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._last = -self.INTERVAL_S
-        self._suppressed = 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not str(record.msg).startswith("truncating already-applied log entries"):
-            return True
-        now = time.monotonic()
-        if now - self._last < self.INTERVAL_S:
-            self._suppressed += 1
-            return False
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-        record.msg = (f"{record.msg} (a follower re-received entries it holds; {self._suppressed} more like "
-                      "this in the last minute; compare appliedEvents across nodes to check for divergence)")
-        self._last, self._suppressed = now, 0
-        return True
-
-
-logging.getLogger("pysyncobj.syncobj").addFilter(ResendTruncationFilter())
 
 T = TypeVar("T")
 
@@ -158,41 +126,6 @@ def _apply_write(manager: ReplicasInfoManager, data: dict[str, Any]) -> dict[str
     return {"ok": True}
 
 
-def _in_snapshot_child() -> None:
-    """Runs in every child forked from this process, i.e. the one pysyncobj forks to write a snapshot.
-
-    The child inherits the parent's listening sockets (the HTTP API and the Raft port). If the
-    controller is killed while a snapshot is being written, the orphaned child would keep both ports
-    bound and the restarted controller could not start until the child finished; an orphan could also
-    rename an old snapshot over a newer one written by the restarted node. So the child closes every
-    inherited socket and dies with its parent. Forks from any other thread are left alone."""
-    if getattr(threading.current_thread(), "_target", None) is not SyncObj._autoTickThread:
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: killed when the forking thread's process dies
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != _PARENT_PID[0]:  # the parent died before prctl took effect
-        os._exit(1)
-    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
-        fd = int(name)
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                os.close(fd)
-        except OSError:
-            continue
-
-
-_PARENT_PID = [0]
-
-
-def _install_fork_hook() -> None:
-    if _PARENT_PID[0] == 0:
-        os.register_at_fork(after_in_child=_in_snapshot_child)
-    _PARENT_PID[0] = os.getpid()
-
-
 #: Request ids of writes that bring none: a random prefix per process and a counter. Unique across
 #: processes and restarts like a uuid4, without reading os.urandom for every write (0.2 µs against
 #: 1.8 µs; uuid4 was 2 % of a busy leader's profile samples).
@@ -217,7 +150,7 @@ class RaftNode:
             raise ConfigError("the Raft port needs a password: without one pysyncobj runs any pickle sent to it")
         settings.store_dir.mkdir(parents=True, exist_ok=True)
         check_raft_store(settings.store_dir, single_node=not settings.peer_addresses)
-        _install_fork_hook()
+        install_fork_hook()
         self._on_state_changed = on_state_changed
         conf = SyncObjConf(
             password=settings.password,

@@ -177,7 +177,7 @@ class ControllerRemoting:
         result = await self.m.register_broker(cluster, name, broker_id, req.broker_address, public_key=key)
         if result.ok:
             conn.attributes[BROKER] = (cluster, name, broker_id)
-            self.m.remoting_brokers.add((name, broker_id))
+            self.m.notifier.remoting_brokers.add((name, broker_id))
         data = result.data or {}
         header = h.RegisterBrokerToControllerResponseHeader(
             cluster_name=cluster, broker_name=name, master_broker_id=data.get("masterBrokerId"),

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = textwrap.dedent("""
     import os, socket, sys, threading, time
-    from services.controller import raft
+    from services.controller import raft_fork
 
     port, out = int(sys.argv[1]), sys.argv[2]
     listener = socket.socket()
@@ -40,8 +40,8 @@ SCRIPT = textwrap.dedent("""
     class FakeSyncObj:
         _autoTickThread = staticmethod(tick)
 
-    raft.SyncObj = FakeSyncObj
-    raft._install_fork_hook()
+    raft_fork.SyncObj = FakeSyncObj
+    raft_fork.install_fork_hook()
     threading.Thread(target=FakeSyncObj._autoTickThread, args=(None,), daemon=True).start()
     time.sleep(60)
 """)
@@ -87,9 +87,9 @@ def test_killed_parent_leaves_no_snapshot_child_holding_its_port(tmp_path: Path)
 
 def test_other_forks_keep_their_sockets() -> None:
     """Only the tick thread's forks are touched: a fork from the main thread keeps inherited sockets."""
-    from services.controller import raft
+    from services.controller import raft_fork
 
-    raft._install_fork_hook()
+    raft_fork.install_fork_hook()
     a, b = socket.socketpair()
     pid = os.fork()
     if pid == 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from services.controller.raft import ResendTruncationFilter
+from services.controller.raft_logging import ResendTruncationFilter
 
 
 def record(msg: str, level: int = logging.CRITICAL) -> logging.LogRecord:
