@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from bench.common import scratch_dir, summary, table, write_result
-from mqctl.localcluster import ControllerCluster, ControllerNode, wait_until
+from mqctl.cluster import ControllerCluster, ControllerNode, wait_until
 
 BODY = {"clusterName": "DefaultCluster", "brokerName": "failover-bench", "appliedBrokerId": 1,
         "registerCheckCode": "127.0.0.1:10911;1"}

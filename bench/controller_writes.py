@@ -43,7 +43,7 @@ from bench.common import (
     table,
     write_result,
 )
-from mqctl.localcluster import ControllerCluster, free_port_pair, send_and_wait, wait_until
+from mqctl.cluster import ControllerCluster, free_port_pair, send_and_wait, wait_until
 from services.remoting import headers as h
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import RequestCode, make_request

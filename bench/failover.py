@@ -20,8 +20,7 @@ from typing import Any
 import httpx
 
 from bench.common import scratch_dir, summary, table, write_result
-from mqctl.devcluster import DevCluster
-from mqctl.localcluster import wait_until
+from mqctl.cluster import DevCluster, wait_until
 from tests.chaos.harness import free_base_port
 
 GROUP = "broker-a"

@@ -37,7 +37,7 @@ from bench.common import (
     table,
     write_result,
 )
-from mqctl.localcluster import DEMO_CONTROLLER, ControllerCluster, wait_until
+from mqctl.cluster import DEMO_CONTROLLER, ControllerCluster, wait_until
 from services.common.controller_client import ControllerClient
 
 CLUSTER = "SoakCluster"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import alternate, cpu_seconds, run_workers, scratch_dir, summary, table, write_result
-from mqctl.devcluster import DevCluster
+from mqctl.cluster import DevCluster
 from tests.chaos.harness import free_base_port
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from bench.common import run_workers, scratch_dir, table, write_result
-from mqctl.localcluster import ControllerCluster, free_port_pair, make_broker, wait_until
+from mqctl.cluster import ControllerCluster, free_port_pair, make_broker, wait_until
 from services.broker.store import Message, MessageStore
 
 SEGMENT = 64 * 2**20

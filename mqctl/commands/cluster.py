@@ -12,7 +12,7 @@ from rich.text import Text
 
 from mqctl import render
 from mqctl.app import App, pass_app
-from mqctl.devcluster import LAYOUT_FILE, DevCluster
+from mqctl.cluster import LAYOUT_FILE, DevCluster
 from services.common.errors import MqctlError, UsageError
 
 DEFAULT_DATA_DIR = "~/mqctl/cluster"

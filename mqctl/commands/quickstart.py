@@ -14,7 +14,7 @@ from rich.text import Text
 
 from mqctl import render, render_broker
 from mqctl.app import App
-from mqctl.localcluster import LocalCluster, wait_until
+from mqctl.cluster import LocalCluster, wait_until
 from services.common.broker_client import BrokerClient, replica_addresses
 from services.common.errors import MqctlError
 

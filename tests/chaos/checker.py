@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqctl.devcluster import DevCluster
+from mqctl.cluster import DevCluster
 from services.common.broker_client import BrokerClient, replica_addresses
 from tests.chaos.harness import GROUP, TOPIC, History
 

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.devcluster import DevCluster, NodeSpec, _port_free
-from mqctl.localcluster import ephemeral_port_start, wait_until
+from mqctl.cluster import DevCluster, NodeSpec, ephemeral_port_start, port_free, wait_until
 from services.broker.ha.frames import (
     MasterFrameReader,
     ProtocolError,
@@ -98,7 +97,7 @@ def free_base_port(span: int = 60) -> int:
     high = max(ephemeral_port_start() - span, 12000)  # see free_port_pair: never the ephemeral range
     for _ in range(500):
         base = rng.randrange(10000, high, 2)
-        if all(_port_free(p) for p in range(base, base + span)):
+        if all(port_free(p) for p in range(base, base + span)):
             return base
     raise RuntimeError("no free port range on 127.0.0.1")
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.broker.ha.frames import SLAVE_HANDSHAKE, SlaveAck, SlaveHandshake, SlaveHello, SlaveProof
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as RC

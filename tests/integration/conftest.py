@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster
+from mqctl.cluster import BrokerNode, ControllerCluster
 from services.common.controller_client import ControllerClient, Envelope
 from services.common.errors import MqctlError
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.codes import ResponseCode
 from services.common.remoting_client import RemotingClient
 from services.remoting import headers as h

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as C
 from services.common.remoting_client import RemotingClient

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster
+from mqctl.cluster import BrokerNode, ControllerCluster
 from services.common.codes import ResponseCode
 from services.common.remoting_client import RemotingClient
 from services.remoting import headers as h

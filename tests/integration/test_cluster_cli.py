@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.devcluster import DevCluster, _port_free, _running
+from mqctl.cluster import DevCluster, pid_running, port_free
 from tests.integration.conftest import poll, run_cli
 
 pytestmark = pytest.mark.integration
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def free_base_port(span: int = 40) -> int:
     for _ in range(200):
         base = random.randrange(20000, 40000, 2)
-        if all(_port_free(p) for p in range(base, base + span)):
+        if all(port_free(p) for p in range(base, base + span)):
             return base
     raise AssertionError("no free port range")
 
@@ -61,7 +61,7 @@ def test_cluster_lifecycle_leaves_no_process(tmp_path: Path) -> None:
     finally:
         down = run_cli("cluster", "down", "--data-dir", str(data), timeout=120)
     assert down.returncode == 0, down.stderr
-    assert not [p for p in pids if _running(p)]
+    assert not [p for p in pids if pid_running(p)]
     missing = run_cli("cluster", "status", "--data-dir", str(tmp_path / "none"))
     assert missing.returncode == 2 and "no cluster" in missing.stderr
     assert not os.path.exists(tmp_path / "none")

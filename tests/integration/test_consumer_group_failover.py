@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster
+from mqctl.cluster import BrokerNode, ControllerCluster
 from services.common.codes import ResponseCode
 from services.common.remoting_client import RemotingClient
 from services.remoting import broker_headers as bh

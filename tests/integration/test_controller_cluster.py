@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.localcluster import ControllerCluster
+from mqctl.cluster import ControllerCluster
 from services.common.codes import ResponseCode as RC
 from tests.integration.conftest import FakeBrokerHeartbeats, call, poll, register_broker, run_cli
 

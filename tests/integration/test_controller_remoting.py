@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import ControllerCluster
+from mqctl.cluster import ControllerCluster
 from services.common.codes import ResponseCode
 from services.common.remoting_client import RemotingClient
 from services.remoting import bodies

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.broker_client import BrokerClient
 from tests.integration.conftest import poll
 from tests.integration.test_broker import FAST_BROKER, runtime, wait_role

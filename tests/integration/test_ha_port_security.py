@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.broker.ha.frames import (
     SLAVE_ACK,
     SLAVE_HANDSHAKE,

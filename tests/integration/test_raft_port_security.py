@@ -24,8 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mqctl.devcluster import DevCluster
-from mqctl.localcluster import RAFT_PASSWORD_FILE, ControllerCluster, free_port_pair
+from mqctl.cluster import RAFT_PASSWORD_FILE, ControllerCluster, DevCluster, free_port_pair
 from services.common.controller_client import ControllerClient
 from services.controller.raft_transport import MAX_FRAME_BYTES
 from tests.integration.conftest import FAST_SCANS, call, poll, run_cli

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
 from tests.integration.conftest import poll, run_cli

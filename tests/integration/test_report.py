@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.localcluster import LocalCluster, wait_until
+from mqctl.cluster import LocalCluster, wait_until
 from services.common.broker_client import BrokerClient
 from tests.integration.conftest import run_cli
 from tests.unit.spark.builders import alter, elect, entry, failed, other

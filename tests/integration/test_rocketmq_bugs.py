@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.broker.commitlog import encode_record
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError

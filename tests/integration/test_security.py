@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import ControllerCluster, make_broker
+from mqctl.cluster import ControllerCluster, make_broker
 from services.common.codes import ResponseCode as RC
 from services.common.controller_client import ControllerClient
 from tests.integration.conftest import call, poll, run_cli

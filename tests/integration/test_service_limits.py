@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.codes import ResponseCode as RC
 from tests.integration.conftest import FAST_SCANS, FakeBrokerHeartbeats, call, poll, register_broker
 from tests.integration.test_broker import FAST_BROKER, wait_role

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from tests.integration.conftest import FAST_SCANS
 from tests.integration.test_broker import FAST_BROKER, wait_role
 

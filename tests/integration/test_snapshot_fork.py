@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.localcluster import free_port_pair, wait_until
+from mqctl.cluster import free_port_pair, wait_until
 
 pytestmark = pytest.mark.integration
 

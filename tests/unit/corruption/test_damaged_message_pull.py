@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from mqctl.localcluster import make_broker, wait_until
+from mqctl.cluster import make_broker, wait_until
 from services.broker.store import Message, MessageStore
 
 SEG = 4096

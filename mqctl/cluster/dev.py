@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mqctl.localcluster import DEMO_BROKER, DEMO_CONTROLLER, raft_password_props, wait_until
+from mqctl.cluster.local import DEMO_BROKER, DEMO_CONTROLLER
+from mqctl.cluster.processes import pid_is_ours, pid_running, raft_password_props, signal_pid, wait_until
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient
 from services.common.errors import ConfigError, MqctlError, UsageError
@@ -49,10 +50,6 @@ class NodeSpec:
         return f"127.0.0.1:{self.port}"
 
 
-def _port_free(port: int) -> bool:
-    return port_free(port)
-
-
 class DevCluster:
     def __init__(self, data_dir: Path, nodes: list[NodeSpec]) -> None:
         self.data_dir = data_dir
@@ -73,7 +70,7 @@ class DevCluster:
                 port = broker_base + 2 * (g * replicas + r - 1)
                 nodes.append(NodeSpec(f"{group}-{r}", "broker", port, port + 1, group))
         cluster = cls(data_dir, nodes)
-        busy = [p for n in nodes for p in (n.port, n.raft_or_ha_port) if not _port_free(p)]
+        busy = [p for n in nodes for p in (n.port, n.raft_or_ha_port) if not port_free(p)]
         if busy:
             raise ConfigError(f"port {busy[0]} on 127.0.0.1 is already in use ({len(busy)} of the cluster's ports "
                               "are); choose other ports with --base-port, or stop what is using them")
@@ -153,13 +150,13 @@ class DevCluster:
             pid = int((self.node_dir(node) / "pid").read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
-        return pid if _running(pid) and _is_ours(pid, self.conf_file(node)) else None
+        return pid if pid_running(pid) and pid_is_ours(pid, self.conf_file(node)) else None
 
     def start_node(self, node: NodeSpec) -> None:
         if self.pid(node) is not None:
             return
         for port in (node.port, node.raft_or_ha_port):
-            if not _port_free(port):
+            if not port_free(port):
                 raise ConfigError(f"cannot start {node.name}: port {port} on 127.0.0.1 is in use by another process")
         module = "services.controller" if node.kind == "controller" else "services.broker"
         with open(self.out_file(node), "ab") as out:
@@ -173,14 +170,14 @@ class DevCluster:
         pid = self.pid(node)
         if pid is None:
             return False
-        _signal(pid, signal.SIGTERM)
+        signal_pid(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _running(pid):
+        while time.monotonic() < deadline and pid_running(pid):
             time.sleep(0.05)
-        forced = _running(pid)
+        forced = pid_running(pid)
         if forced:
-            _signal(pid, signal.SIGKILL)
-            wait_until(lambda: not _running(pid), 10, f"{node.name} to die")
+            signal_pid(pid, signal.SIGKILL)
+            wait_until(lambda: not pid_running(pid), 10, f"{node.name} to die")
         (self.node_dir(node) / "pid").unlink(missing_ok=True)
         return forced
 
@@ -188,8 +185,8 @@ class DevCluster:
         pid = self.pid(node)
         if pid is None:
             raise MqctlError(f"{node.name} is not running")
-        _signal(pid, signal.SIGKILL)
-        wait_until(lambda: not _running(pid), 10, f"{node.name} to die")
+        signal_pid(pid, signal.SIGKILL)
+        wait_until(lambda: not pid_running(pid), 10, f"{node.name} to die")
         (self.node_dir(node) / "pid").unlink(missing_ok=True)
         return pid
 
@@ -278,33 +275,3 @@ class DevCluster:
                         row["role"] = "starting"
                 rows.append(row)
         return rows
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is not running
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return True
-
-
-def _is_ours(pid: int, conf: Path) -> bool:
-    """The pid still belongs to this node's process (pids are reused after a reboot)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return str(conf).encode() in f.read()
-    except OSError:
-        return True
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
