@@ -25,7 +25,7 @@ import pytest
 from mqctl.cluster import LocalCluster, wait_until
 from services.common.broker_client import BrokerClient
 from tests.integration.conftest import run_cli
-from tests.unit.spark.builders import alter, elect, entry, failed, other
+from tests.spark.builders import alter, elect, entry, failed, other
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark,
               pytest.mark.skipif(not shutil.which("java") and not os.environ.get("JAVA_HOME")

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -19,7 +18,6 @@ import pytest
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.broker.commitlog import encode_record
 from services.common.broker_client import BrokerClient
-from services.common.errors import MqctlError
 from tests.integration.conftest import poll
 from tests.integration.test_broker import pull_all, runtime, sync_state, wait_role
 from tests.integration.test_replication import HA, commitlog_bytes, in_sync_ids
@@ -119,10 +117,9 @@ def test_election_that_cannot_commit_is_retried(controllers: ControllerCluster, 
     for node in followers:
         node.kill(signal.SIGSTOP)
     try:
-        b1.kill()
-        time.sleep(0)  # the master is dead now; nothing can commit while the majority is frozen
+        b1.kill()  # the master is dead now; nothing can commit while the majority is frozen
         deadline = time.monotonic() + 6
-        while time.monotonic() < deadline:  # past the heartbeat timeout, with elections failing
+        while time.monotonic() < deadline:  # hold the freeze past the heartbeat timeout: elections fail
             time.sleep(0.2)
     finally:
         for node in followers:
@@ -132,8 +129,6 @@ def test_election_that_cannot_commit_is_retried(controllers: ControllerCluster, 
     assert info["masterEpoch"] == 2
     wait_role(b2, "MASTER", timeout=30)
     assert send(b2, "after-recovery") == "PUT_OK"
-    assert os.environ.get("MQCTL_FAULT_INJECT") is None
-    _ = MqctlError
 
 
 def test_heartbeats_seen_by_followers_survive_a_leader_change(controllers: ControllerCluster,
@@ -156,8 +151,7 @@ def test_heartbeats_seen_by_followers_survive_a_leader_change(controllers: Contr
         old = controllers.leader()
         old.kill()
         controllers.leader(timeout=30)
-        time.sleep(0)  # the new leader scans every 500 ms: give it several scans past the grace period
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 5  # the new leader scans every 500 ms: watch several scans past its grace
         while time.monotonic() < deadline:
             with controllers.client() as client:
                 info = client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": "g"}).data

@@ -16,9 +16,6 @@ import json
 import logging
 import os
 import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -245,36 +242,6 @@ def damage_epoch_file(root: Path) -> str:
     for name in ("epochFileCheckpoint", "epochFileCheckpoint.bak"):
         (root / name).write_text("2\n1\n1-0\n")
     return f"epoch file {root / 'epochFileCheckpoint'} is damaged"
-
-
-@pytest.mark.parametrize("damage", [damage_middle_segment, damage_a_record, damage_epoch_file])
-def test_damaged_store_stops_the_broker_process_with_one_error_line(tmp_path: Path, damage) -> None:  # type: ignore[no-untyped-def]
-    root = tmp_path / "store"
-    fill(root, 40)
-    (root / "epochFileCheckpoint").write_text("1\n1583951331\n0-0\n")
-    expected = damage(root)
-    conf = tmp_path / "broker.conf"
-    ports = []  # free ports, so that the failure is the store's and not the port check's
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    conf.write_text(
-        f"storePathRootDir={root}\nmappedFileSizeCommitLog={SEG}\nmaxMessageSize=1500\n"
-        f"controllerAddr=127.0.0.1:1\nlistenPort={ports[0]}\nhaListenPort={ports[1]}\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "services.broker", "-c", str(conf)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode != 0
-    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and expected in errors[0], proc.stdout + proc.stderr
-    assert "unexpected" not in errors[0] and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------------------------- derived files

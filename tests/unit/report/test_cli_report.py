@@ -60,14 +60,6 @@ def test_missing_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "(e.g. apt-get install openjdk-17-jre-headless)")]
 
 
-def test_unreachable_controller(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        code, out = invoke("-a", f"127.0.0.1:{port}", "--output", str(tmp_path), root=("--timeout", "0.5"))
-    assert code == 3 and out.startswith("Error: no controller reachable at")
-
-
 # ---------------------------------------------------------------------- paths are checked before Spark starts
 @pytest.fixture
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:

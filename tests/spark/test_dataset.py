@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from spark_reports.dataset import load, translate_errors, validate
 from spark_reports.errors import DatasetError
-from tests.unit.spark.builders import alter, elect, entry, epochs_df, events_df
+from tests.spark.builders import alter, elect, entry, epochs_df, events_df
 
 pytestmark = pytest.mark.spark
 

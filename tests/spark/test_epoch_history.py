@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_reports.columns import GROUP_COLUMNS
 from spark_reports.epoch_metrics import cluster_summary, compute, timeline
-from tests.unit.spark.builders import CLUSTER, GROUP, alter, elect, entry, epochs_df, events_df, failed, other
+from tests.spark.builders import CLUSTER, GROUP, alter, elect, entry, epochs_df, events_df, failed, other
 
 pytestmark = pytest.mark.spark
 

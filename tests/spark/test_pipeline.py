@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 
 from spark_reports.columns import GROUP_COLUMNS
 from spark_reports.pipeline import SMALL_INPUT_BYTES, _fit_shuffles, run_report
-from tests.unit.spark.builders import alter, elect, entry, failed, other
-from tests.unit.spark.test_dataset import dataset
+from tests.spark.builders import alter, elect, entry, failed, other
+from tests.spark.test_dataset import dataset
 
 pytestmark = pytest.mark.spark
 
