@@ -86,3 +86,16 @@ def test_no_module_imports_itself_through_others() -> None:
         if start not in done:
             visit(start, [start], {start}, done)
     assert sorted(" -> ".join(c) for c in cycles) == []
+
+
+def test_every_product_function_fits_on_a_screen() -> None:
+    """At most 60 lines a function (docstring included): a longer one does more than one thing."""
+    long = []
+    for top in ("mqctl", "services", "spark_reports"):
+        for path in (ROOT / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    length = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if length > 60:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)")
+    assert not long, long
