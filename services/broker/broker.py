@@ -90,7 +90,7 @@ class Broker:
             await self.flush.stop()
         with self.io_lock:
             self.store.close()
-        self.api.close()
+        await self.api.aclose()
 
     # ------------------------------------------------------------------ role listener
     async def on_master(self, state: RoleState) -> None:

@@ -11,21 +11,21 @@ The leader is found as RocketMQ's broker finds it: the configured address that d
 CONTROLLER_NOT_LEADER (never an address named in an answer). With ``authToken`` set, every request is
 signed with it (services/remoting/acl.py).
 
-The calls are blocking, like :class:`~services.broker.controller_api.BrokerControllerApi`'s (the broker
-runs them in worker threads); the connections live on an event loop of their own, in one thread.
+Its methods are coroutines on the broker's event loop, like
+:class:`~services.broker.controller_api.BrokerControllerApi`'s; the client is injectable (a test can hand it
+one that talks to an in-process server).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
-from services.broker.controller_api import key_refused
+from services.broker.controller_api import ELECT_ANSWERS, HEARTBEAT_TIMEOUT_S, elected, key_refused
 from services.common.addresses import parse_addresses
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import MqctlError, RemoteError, UnreachableError
@@ -39,61 +39,33 @@ from services.remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 RC = RequestCode
-#: Answers that are decisions, not failures, for a broker's own election request.
-ELECT_ANSWERS = (ResponseCode.CONTROLLER_MASTER_STILL_EXIST, ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
-                 ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE)
-HEARTBEAT_TIMEOUT_S = 1.0
 
 
 class RemotingControllerApi:
     channels_included = True
 
     def __init__(self, controller_addr: str, timeout: float = 3.0, token: str | None = None,
-                 public_key: str = "") -> None:
+                 public_key: str = "", client: RemotingClient | None = None) -> None:
         self.addresses = parse_addresses(controller_addr)
         self.timeout = timeout
         self.token = token
         self.public_key = public_key
         self._leader: str | None = None
         secret = token
-        self._client = RemotingClient(
+        self._client = client or RemotingClient(
             timeout_s=timeout, signer=(lambda r: sign(r, secret, time.time_ns() // 1_000_000)) if secret else None)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="controller-remoting", daemon=True)
-        self._thread.start()
 
     @property
     def leader(self) -> str | None:
         return self._leader
 
-    def close(self) -> None:
-        if self._loop.is_closed():
-            return
-        try:
-            self._run(self._client.close(), 2.0)
-        except (MqctlError, TimeoutError):
-            pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=2.0)
-        if not self._thread.is_alive():
-            self._loop.close()
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        try:
-            return future.result(timeout + 1.0)
-        except TimeoutError:
-            future.cancel()
-            raise UnreachableError(f"no answer from the controllers within {timeout:.1f} s",
-                                   list(self.addresses)) from None
+    async def aclose(self) -> None:
+        await self._client.close()
 
     # ------------------------------------------------------------------ leader-following
-    def _call(self, request: RemotingCommand, accept: tuple[int, ...] = ()) -> RemotingCommand:
-        return self._run(self._call_leader(request, accept), self.timeout)
-
-    async def _call_leader(self, request: RemotingCommand, accept: tuple[int, ...]) -> RemotingCommand:
+    async def _call(self, request: RemotingCommand, accept: tuple[int, ...] = ()) -> RemotingCommand:
+        """Send to the leader: the configured address that does not answer CONTROLLER_NOT_LEADER."""
         deadline = time.monotonic() + self.timeout
         unreachable: list[str] = []
         not_leader = False
@@ -133,26 +105,26 @@ class RemotingControllerApi:
         return first + [a for a in self.addresses if a != self._leader]
 
     # ------------------------------------------------------------------ registration
-    def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
+    async def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
         header = h.GetNextBrokerIdRequestHeader(cluster_name=cluster, broker_name=broker_name)
-        answer = self._call(make_request(RC.CONTROLLER_GET_NEXT_BROKER_ID, 0, header.to_ext_fields()))
+        answer = await self._call(make_request(RC.CONTROLLER_GET_NEXT_BROKER_ID, 0, header.to_ext_fields()))
         with _answer_checked(answer):
             next_id = h.GetNextBrokerIdResponseHeader.from_ext_fields(answer.ext_fields).next_broker_id
         if next_id is None or next_id < 1:
             raise _malformed(answer, f"nextBrokerId is {next_id}")
         return next_id
 
-    def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
+    async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
         header = h.ApplyBrokerIdRequestHeader(cluster_name=cluster, broker_name=broker_name,
                                               applied_broker_id=broker_id, register_check_code=check_code)
-        self._call(make_request(RC.CONTROLLER_APPLY_BROKER_ID, 0, {**header.to_ext_fields(), **self._key()}))
+        await self._call(make_request(RC.CONTROLLER_APPLY_BROKER_ID, 0, {**header.to_ext_fields(), **self._key()}))
 
-    def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
         header = h.RegisterBrokerToControllerRequestHeader(
             cluster_name=cluster, broker_name=broker_name, broker_id=broker_id, broker_address=address,
             invoke_time=time.time_ns() // 1_000_000)
         try:
-            answer = self._call(make_request(RC.CONTROLLER_REGISTER_BROKER, 0,
+            answer = await self._call(make_request(RC.CONTROLLER_REGISTER_BROKER, 0,
                                              {**header.to_ext_fields(), **self._key()}))
         except RemoteError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
@@ -165,16 +137,16 @@ class RemotingControllerApi:
                 "masterAddress": result.master_address, "masterEpoch": result.master_epoch,
                 "syncStateSetEpoch": members.sync_state_set_epoch, "syncStateSet": sorted(members.sync_state_set)}
 
-    def broker_keys(self, broker_name: str) -> dict[int, str]:
+    async def broker_keys(self, broker_name: str) -> dict[int, str]:
         header = ext.BrokerKeysRequestHeader(broker_name=broker_name)
-        answer = self._call(make_request(ext.GET_BROKER_KEYS, 0, header.to_ext_fields()))
+        answer = await self._call(make_request(ext.GET_BROKER_KEYS, 0, header.to_ext_fields()))
         with _answer_checked(answer):
             return ext.BrokerKeys.decode(answer.body).keys
 
     # ------------------------------------------------------------------ the group's master and set
-    def get_replica_info(self, broker_name: str) -> dict[str, Any]:
+    async def get_replica_info(self, broker_name: str) -> dict[str, Any]:
         header = h.GetReplicaInfoRequestHeader(broker_name=broker_name)
-        answer = self._call(make_request(RC.CONTROLLER_GET_REPLICA_INFO, 0, header.to_ext_fields()))
+        answer = await self._call(make_request(RC.CONTROLLER_GET_REPLICA_INFO, 0, header.to_ext_fields()))
         with _answer_checked(answer):
             result = h.GetReplicaInfoResponseHeader.from_ext_fields(answer.ext_fields)
             members = bodies.SyncStateSet.decode(answer.body) if answer.body else bodies.SyncStateSet(frozenset())
@@ -182,29 +154,27 @@ class RemotingControllerApi:
                 "masterAddress": result.master_address, "masterEpoch": result.master_epoch,
                 "syncStateSetEpoch": members.sync_state_set_epoch, "syncStateSet": sorted(members.sync_state_set)}
 
-    def registered_replicas(self, broker_name: str) -> int:
-        answer = self._call(make_request(RC.CONTROLLER_GET_SYNC_STATE_DATA, 0, None,
+    async def registered_replicas(self, broker_name: str) -> int:
+        answer = await self._call(make_request(RC.CONTROLLER_GET_SYNC_STATE_DATA, 0, None,
                                          bodies.encode_broker_names([broker_name])))
         with _answer_checked(answer):
             table = bodies.BrokerReplicasInfo.decode(answer.body).replicas_info_table if answer.body else {}
         return sum(len(i.in_sync_replicas) + len(i.not_in_sync_replicas) for i in table.values())
 
-    def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
+    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
         header = h.ElectMasterRequestHeader(cluster_name=cluster, broker_name=broker_name, broker_id=broker_id,
                                             designate_elect=False, invoke_time=time.time_ns() // 1_000_000)
-        answer = self._call(make_request(RC.CONTROLLER_ELECT_MASTER, 0, header.to_ext_fields()), ELECT_ANSWERS)
+        answer = await self._call(make_request(RC.CONTROLLER_ELECT_MASTER, 0, header.to_ext_fields()), ELECT_ANSWERS)
         with _answer_checked(answer):
             result = h.ElectMasterResponseHeader.from_ext_fields(answer.ext_fields)
             body = bodies.ElectMasterResponseBody.decode(answer.body) if answer.body else None
-        if result.master_broker_id is None or not result.master_address:
-            log.info("election for %s elected nobody: %s", broker_name, answer.remark)
-            return None
-        return {"clusterName": cluster, "brokerName": broker_name, "masterBrokerId": result.master_broker_id,
-                "masterAddress": result.master_address, "masterEpoch": result.master_epoch,
-                "syncStateSetEpoch": result.sync_state_set_epoch,
-                "syncStateSet": sorted(body.sync_state_set) if body is not None else []}
+        return elected({"clusterName": cluster, "brokerName": broker_name, "masterBrokerId": result.master_broker_id,
+                        "masterAddress": result.master_address, "masterEpoch": result.master_epoch,
+                        "syncStateSetEpoch": result.sync_state_set_epoch,
+                        "syncStateSet": sorted(body.sync_state_set) if body is not None else []},
+                       broker_name, answer.remark or "")
 
-    def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
+    async def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
                              sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]:
         header = h.AlterSyncStateSetRequestHeader(broker_name=broker_name, master_broker_id=master_id,
                                                   master_epoch=master_epoch, invoke_time=time.time_ns() // 1_000_000)
@@ -212,7 +182,7 @@ class RemotingControllerApi:
         if signature:
             fields["signature"] = signature
         body = bodies.SyncStateSet(frozenset(members), sync_state_set_epoch).encode()
-        answer = self._call(make_request(RC.CONTROLLER_ALTER_SYNC_STATE_SET, 0, fields, body))
+        answer = await self._call(make_request(RC.CONTROLLER_ALTER_SYNC_STATE_SET, 0, fields, body))
         with _answer_checked(answer):
             result = h.AlterSyncStateSetResponseHeader.from_ext_fields(answer.ext_fields)
             committed = bodies.SyncStateSet.decode(answer.body) if answer.body else None
@@ -220,7 +190,7 @@ class RemotingControllerApi:
                 "syncStateSet": sorted(committed.sync_state_set) if committed is not None else sorted(members)}
 
     # ------------------------------------------------------------------ heartbeats
-    def heartbeat_all(self, body: dict[str, Any]) -> int:
+    async def heartbeat_all(self, body: dict[str, Any]) -> int:
         """One oneway 904 to every controller; returns to how many it could be written."""
         header = h.BrokerHeartbeatRequestHeader(
             cluster_name=str(body["clusterName"]), broker_addr=str(body["brokerAddr"]),
@@ -233,9 +203,7 @@ class RemotingControllerApi:
         if body.get("incarnation"):
             fields["incarnation"] = str(body["incarnation"])
         request = make_request(RC.BROKER_HEARTBEAT, 0, fields, oneway=True)
-        return self._run(self._heartbeats(request), HEARTBEAT_TIMEOUT_S)
 
-    async def _heartbeats(self, request: RemotingCommand) -> int:
         async def one(address: str) -> bool:
             try:
                 await asyncio.wait_for(self._client.oneway(address, request), HEARTBEAT_TIMEOUT_S)

@@ -94,18 +94,20 @@ class IdentityFiles:
         durable_unlink(self.temp_path)
 
 
-class ControllerApi(Protocol):
-    def get_next_broker_id(self, cluster: str, broker_name: str) -> int: ...
+class RegistrationApi(Protocol):
+    """What registration asks of the controller (a part of services/broker/controller_api.ControllerApi)."""
 
-    def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None: ...
+    async def get_next_broker_id(self, cluster: str, broker_name: str) -> int: ...
 
-    def register_broker(self, cluster: str, broker_name: str, broker_id: int,
-                        address: str) -> dict[str, Any]: ...
+    async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None: ...
+
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int,
+                              address: str) -> dict[str, Any]: ...
 
 
 class BrokerRegistrar:
     def __init__(self, files: IdentityFiles, cluster: str, broker_name: str, address: str,
-                 controller: ControllerApi, now_ms: Any) -> None:
+                 controller: RegistrationApi, now_ms: Any) -> None:
         self.files = files
         self.cluster = cluster
         self.broker_name = broker_name
@@ -139,31 +141,31 @@ class BrokerRegistrar:
                 f"configured as cluster {self.cluster!r} broker {self.broker_name!r}. Fix brokerClusterName/"
                 "brokerName, or use another storePathRootDir for a different broker")
 
-    def register(self) -> dict[str, Any]:
+    async def register(self) -> dict[str, Any]:
         """Run the remaining steps; returns the registerBroker answer. Raises on failure (the state
         and files say where to resume)."""
         self.confirm_state()
         if self.state is RegisterState.INITIAL:
-            self._create_temp()
+            await self._create_temp()
         if self.state is RegisterState.CREATE_TEMP_METADATA_FILE_DONE:
-            self._apply()
+            await self._apply()
         assert self.state is RegisterState.CREATE_METADATA_FILE_DONE and self.broker_id is not None
-        answer = self.controller.register_broker(self.cluster, self.broker_name, self.broker_id, self.address)
+        answer = await self.controller.register_broker(self.cluster, self.broker_name, self.broker_id, self.address)
         self.state = RegisterState.REGISTERED
         return answer
 
-    def _create_temp(self) -> None:
-        next_id = self.controller.get_next_broker_id(self.cluster, self.broker_name)
+    async def _create_temp(self) -> None:
+        next_id = await self.controller.get_next_broker_id(self.cluster, self.broker_name)
         temp = Identity(self.cluster, self.broker_name, next_id, f"{self.address};{self.now_ms()}")
         self.files.write_temp(temp)
         fault_point("after_temp_file")
         self.state, self._temp = RegisterState.CREATE_TEMP_METADATA_FILE_DONE, temp
 
-    def _apply(self) -> None:
+    async def _apply(self) -> None:
         temp = self._temp
         assert temp is not None
         try:
-            self.controller.apply_broker_id(self.cluster, self.broker_name, temp.broker_id, temp.check_code)
+            await self.controller.apply_broker_id(self.cluster, self.broker_name, temp.broker_id, temp.check_code)
         except RemoteError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
                 log.warning("broker id %d was refused (%s); asking the controller for another", temp.broker_id,

@@ -132,7 +132,7 @@ class ReplicasManager:
         delay = 0.5
         while True:
             try:
-                answer = await asyncio.to_thread(self.registrar.register)
+                answer = await self.registrar.register()
             except ConfigError as exc:
                 log.error("cannot register: %s", exc.remark)
                 if self.on_fatal is not None:
@@ -171,18 +171,18 @@ class ReplicasManager:
     async def send_heartbeat(self) -> None:
         if self.broker_id is None:
             return
-        answered = await asyncio.to_thread(self.api.heartbeat_all, self.heartbeat_body())
+        answered = await self.api.heartbeat_all(self.heartbeat_body())
         if answered == 0:
             log.warning("no controller answered this broker's heartbeat (%s)", self.config.controllerAddr)
 
     async def sync_metadata(self) -> None:
         try:
-            info = await asyncio.to_thread(self.api.get_replica_info, self.config.brokerName)
+            info = await self.api.get_replica_info(self.config.brokerName)
         except RemoteError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
                 log.warning("the controller has no metadata for %s; registering again", self.config.brokerName)
                 try:
-                    answer = await asyncio.to_thread(self.registrar.register)
+                    answer = await self.registrar.register()
                 except RemoteError as again:
                     log.error("registering again failed: %s. If the controller's metadata for broker id %s was "
                               "cleaned on purpose, stop this broker and remove %s to register under a new id",
@@ -212,8 +212,7 @@ class ReplicasManager:
 
     async def _elect_locked(self) -> None:
         assert self.broker_id is not None
-        answer = await asyncio.to_thread(self.api.elect_self, self.config.brokerClusterName,
-                                         self.config.brokerName, self.broker_id)
+        answer = await self.api.elect_self(self.config.brokerClusterName, self.config.brokerName, self.broker_id)
         if answer is not None:
             await self._change_role_locked(answer)
 

@@ -139,7 +139,7 @@ class AutoSwitchReplication:
         self.client.start()
 
     async def _public_keys(self) -> dict[int, str]:
-        return await asyncio.to_thread(self.api.broker_keys, self.config.brokerName)
+        return await self.api.broker_keys(self.config.brokerName)
 
     async def _wait_flushed(self, offset: int, timeout_ms: int) -> bool:
         flush = self._flush()

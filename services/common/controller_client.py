@@ -9,6 +9,7 @@ answers :class:`RemoteError` — translated once, here.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Self
 
@@ -28,9 +29,10 @@ from services.common.addresses import (
 from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import AddressError, RemoteError, UnreachableError
-from services.common.wire import MAX_ANSWER_BYTES, Envelope, Wire, exchange
+from services.common.wire import MAX_ANSWER_BYTES, Envelope, Wire, exchange, exchange_async
 
-__all__ = ["ADDRESS_EXAMPLE", "DEFAULT_CONTROLLER_ADDR", "ENV_CONTROLLER_ADDR", "MAX_ANSWER_BYTES", "ControllerClient",
+__all__ = ["ADDRESS_EXAMPLE", "DEFAULT_CONTROLLER_ADDR", "ENV_CONTROLLER_ADDR", "MAX_ANSWER_BYTES",
+           "AsyncControllerClient", "ControllerClient",
            "Envelope", "address_key", "check_address", "exchange", "http_url", "join_address", "parse_addresses",
            "split_address"]
 
@@ -170,3 +172,82 @@ class ControllerClient:
         raise RemoteError(env.code, env.remark or code_name(env.code),
                           env.data if isinstance(env.data, dict) else None)
 
+
+
+class AsyncControllerClient:
+    """``ControllerClient`` for asyncio code (the broker): the same leader following, token rule, retries and
+    errors, over one ``httpx.AsyncClient`` whose transport can be injected (``httpx.MockTransport`` in unit
+    tests). HTTP only: a broker that talks remoting uses services/broker/controller_remoting.py."""
+
+    def __init__(self, addresses: list[str], timeout: float = 5.0,
+                 transport: httpx.AsyncBaseTransport | None = None, token: str | None = None) -> None:
+        self.addresses = list(addresses)
+        self.timeout = timeout
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport)
+        self._token = token
+        self._trusted = {key for key in map(address_key, self.addresses) if key is not None}
+        self._peers_known = False
+        self.leader: str | None = None
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def request_node(self, address: str, method: str, path: str, *, json: Any = None, params: Any = None,
+                           timeout: float | None = None) -> Envelope:
+        headers = auth_headers(self._token) if self._token and await self._vouched(address) else {}
+        return await exchange_async(self.http, address, method, path, what="controller", headers=headers,
+                                    deadline=time.monotonic() + (timeout or self.timeout), json=json, params=params)
+
+    async def _vouched(self, address: str) -> bool:
+        key = address_key(address)
+        if key is None:
+            return False
+        if key not in self._trusted and not self._peers_known:
+            for configured in self.addresses:
+                try:
+                    env = await exchange_async(self.http, configured, "GET", "/v1/controller/metadata",
+                                               what="controller", headers={}, deadline=time.monotonic() + self.timeout)
+                except (UnreachableError, RemoteError):
+                    continue
+                peers = env.data.get("peers") if env.ok and isinstance(env.data, dict) else None
+                if isinstance(peers, list):
+                    self._trusted.update(k for k in (address_key(str(p).partition(":")[2]) for p in peers) if k)
+                    self._peers_known = True
+                    break
+        return key in self._trusted
+
+    async def call(self, method: str, path: str, *, json: Any = None, params: Any = None,
+                   accept: tuple[int, ...] = ()) -> Envelope:
+        """Send to the leader (found and followed as ``ControllerClient.call`` does)."""
+        deadline = time.monotonic() + self.timeout
+        unreachable: list[str] = []
+        not_leader = False
+        while True:
+            candidates = ([self.leader] if self.leader else []) + [a for a in self.addresses if a != self.leader]
+            tried: set[str] = set()
+            while candidates:
+                address = candidates.pop(0)
+                if address in tried:
+                    continue
+                tried.add(address)
+                try:
+                    env = await self.request_node(address, method, path, json=json, params=params)
+                except (UnreachableError, AddressError):
+                    unreachable += [address] if address not in unreachable else []
+                    self.leader = None if self.leader == address else self.leader
+                    continue
+                if env.code != ResponseCode.CONTROLLER_NOT_LEADER:
+                    self.leader = address
+                    return ControllerClient.check(env, accept)
+                not_leader = True
+                hint = env.data.get("controllerLeaderAddress") if isinstance(env.data, dict) else None
+                if hint and str(hint) not in tried:
+                    candidates.insert(0, str(hint))
+            if time.monotonic() + 0.2 >= deadline:
+                break
+            await asyncio.sleep(0.2)
+        if not_leader:
+            raise RemoteError(int(ResponseCode.CONTROLLER_NOT_LEADER),
+                              f"no controller leader is reachable (tried {', '.join(sorted(set(self.addresses)))}); "
+                              "the controller group may have lost its majority")
+        raise UnreachableError(f"no controller reachable at {';'.join(self.addresses)}", unreachable)

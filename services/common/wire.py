@@ -24,7 +24,7 @@ from services.common.remoting_admin import NotOverRemoting, translate
 from services.common.remoting_blocking import BlockingRemoting, signer
 from services.remoting.command import RemotingCommand
 
-__all__ = ["MAX_ANSWER_BYTES", "PROTOCOLS", "Envelope", "NoHttpAnswer", "Wire", "exchange"]
+__all__ = ["MAX_ANSWER_BYTES", "PROTOCOLS", "Envelope", "NoHttpAnswer", "Wire", "exchange", "exchange_async"]
 
 #: ``auto``: HTTP first, remoting for an address that gives no HTTP answer.
 PROTOCOLS = ("auto", "http", "remoting")
@@ -59,19 +59,43 @@ def exchange(client: httpx.Client, address: str, method: str, path: str, *, what
     try:
         with client.stream(method, url, json=json, params=params, headers=headers) as response:
             content = _read_bounded(response, address, what, deadline)
-    except httpx.TimeoutException as exc:
-        raise UnreachableError(f"{what} {address} timed out", [address]) from exc
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-        raise NoHttpAnswer(f"{what} {address} is unreachable: {_reason(exc)}", [address]) from exc
     except httpx.HTTPError as exc:
-        reason = _reason(exc) if what == "controller" else "connection failed"
-        raise UnreachableError(f"{what} {address} is unreachable: {reason}", [address]) from exc
+        raise _transport_error(exc, address, what) from exc
+    return _envelope(content, response.status_code, address, what)
+
+
+async def exchange_async(client: httpx.AsyncClient, address: str, method: str, path: str, *, what: str,
+                         deadline: float, headers: dict[str, str], json: Any = None, params: Any = None) -> Envelope:
+    """``exchange`` on an asyncio client (the same checks and errors)."""
+    url = http_url(address, path, what)
+    try:
+        async with client.stream(method, url, json=json, params=params, headers=headers) as response:
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size = _bounded(size + len(chunk), address, what, deadline)
+                chunks.append(chunk)
+    except httpx.HTTPError as exc:
+        raise _transport_error(exc, address, what) from exc
+    return _envelope(b"".join(chunks), response.status_code, address, what)
+
+
+def _transport_error(exc: httpx.HTTPError, address: str, what: str) -> UnreachableError:
+    if isinstance(exc, httpx.TimeoutException):
+        return UnreachableError(f"{what} {address} timed out", [address])
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return NoHttpAnswer(f"{what} {address} is unreachable: {_reason(exc)}", [address])
+    reason = _reason(exc) if what == "controller" else "connection failed"
+    return UnreachableError(f"{what} {address} is unreachable: {reason}", [address])
+
+
+def _envelope(content: bytes, status: int, address: str, what: str) -> Envelope:
     try:
         body = _json.loads(content)
         return Envelope(int(body["code"]), str(body.get("remark") or ""), body.get("data"), address)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
-                          f"{address} answered HTTP {response.status_code} without "
+                          f"{address} answered HTTP {status} without "
                           f"{'a controller' if what == 'controller' else 'an'} envelope; is it a {what}?") from None
 
 
@@ -79,14 +103,19 @@ def _read_bounded(response: httpx.Response, address: str, what: str, deadline: f
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
-                              f"{what} {address} answered more than {MAX_ANSWER_BYTES // 2**20} MiB; refused")
-        if time.monotonic() > deadline:
-            raise httpx.ReadTimeout(f"{what} {address} answered too slowly")
+        size = _bounded(size + len(chunk), address, what, deadline)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _bounded(size: int, address: str, what: str, deadline: float) -> int:
+    """``size`` of the answer so far, if still within bounds (its size and its deadline)."""
+    if size > MAX_ANSWER_BYTES:
+        raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
+                          f"{what} {address} answered more than {MAX_ANSWER_BYTES // 2**20} MiB; refused")
+    if time.monotonic() > deadline:
+        raise httpx.ReadTimeout(f"{what} {address} answered too slowly")
+    return size
 
 
 def _reason(exc: httpx.HTTPError) -> str:

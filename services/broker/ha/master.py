@@ -166,7 +166,7 @@ class HAService:
 
     async def check_total_replicas(self) -> None:
         try:
-            count = await asyncio.to_thread(self.api.registered_replicas, self.config.brokerName)
+            count = await self.api.registered_replicas(self.config.brokerName)
         except (MqctlError, RuntimeError, KeyError, TypeError):
             return
         if count > self.config.totalReplicas > 1:
@@ -239,9 +239,8 @@ class HAService:
             try:
                 signature = self.key.sign_alter(self.config.brokerName, self.self_id, self.master_epoch,
                                                 sorted(members), self.tracker.local_epoch)
-                answer = await asyncio.to_thread(
-                    self.api.alter_sync_state_set, self.config.brokerName, self.self_id, self.master_epoch,
-                    sorted(members), self.tracker.local_epoch, signature)
+                answer = await self.api.alter_sync_state_set(self.config.brokerName, self.self_id, self.master_epoch,
+                                                             sorted(members), self.tracker.local_epoch, signature)
             except RemoteError as exc:
                 if exc.code in DEFINITE_ALTER_REFUSALS:
                     log.warning("controller refused syncStateSet %s: %s", sorted(members), exc)
@@ -332,7 +331,7 @@ class HAService:
 
     async def _group_keys(self) -> dict[int, str]:
         try:
-            return await asyncio.to_thread(self.api.broker_keys, self.config.brokerName)
+            return await self.api.broker_keys(self.config.brokerName)
         except (MqctlError, RuntimeError, KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"cannot check the slave's id with the controller: {exc}") from None
 

@@ -103,7 +103,7 @@ class HAClient:
                 log.error("replication from %s stopped: %s", self.master_address, self.error)
                 self._close()
                 return
-            except (TimeoutError, ProtocolError, ConnectionError, OSError, httpx.HTTPError, KeyError) as exc:
+            except (TimeoutError, ProtocolError, ConnectionError, OSError, httpx.HTTPError) as exc:
                 log.warning("replication from %s interrupted: %s; reconnecting", self.master_address,
                             str(exc) or type(exc).__name__)
             except Exception as exc:  # never let the replication task die silently
@@ -117,9 +117,17 @@ class HAClient:
             await asyncio.sleep(delay)
 
     async def _master_ha_address(self) -> str:
+        """The master's replication address, from its runtime info (the controller names its client
+        address only). A malformed answer is a protocol error: retried like a broken connection."""
         async with httpx.AsyncClient(timeout=2.0) as client:
             response = await client.get(f"http://{self.master_address}/v1/broker/runtimeInfo")
-        return str(response.json()["data"]["haAddress"])
+        try:
+            address = response.json()["data"]["haAddress"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProtocolError(f"master {self.master_address} did not say its HA address ({exc!r})") from None
+        if not isinstance(address, str) or ":" not in address:
+            raise ProtocolError(f"master {self.master_address} named no HA address: {str(address)[:80]!r}")
+        return address
 
     async def _session(self) -> None:
         self.master_ha_address = await self._master_ha_address()

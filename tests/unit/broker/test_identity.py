@@ -3,6 +3,7 @@ ported to a fake controller), including the crash cases of the persistent-id des
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ class FakeController:
         if exc is not None:
             raise exc
 
-    def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
+    async def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
         self.calls.append(("get_next_broker_id", cluster, broker_name))
         self._maybe_fail(self.fail_before, "get_next_broker_id")
         if self.stale_next:
@@ -53,7 +54,7 @@ class FakeController:
         bs = self.sets.get((cluster, broker_name))
         return 1 if bs is None else bs["next"]
 
-    def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
+    async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
         self.calls.append(("apply_broker_id", cluster, broker_name, broker_id, check_code))
         self._maybe_fail(self.fail_before, "apply_broker_id")
         bs = self.sets.get((cluster, broker_name))
@@ -72,7 +73,7 @@ class FakeController:
             bs["next"] += 1
         self._maybe_fail(self.fail_after, "apply_broker_id")
 
-    def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
         self.calls.append(("register_broker", cluster, broker_name, broker_id, address))
         self._maybe_fail(self.fail_before, "register_broker")
         bs = self.sets.get((cluster, broker_name))
@@ -175,7 +176,7 @@ def test_fault_point_is_inert_unless_named(monkeypatch: pytest.MonkeyPatch) -> N
 class TestRegister:
     def test_broker_register_success(self, files: IdentityFiles, ctrl: FakeController) -> None:
         reg = registrar(files, ctrl)
-        answer = reg.register()
+        answer = asyncio.run(reg.register())
         assert answer["syncStateSet"] == [1]
         assert_registered(reg, files, 1)
         assert ctrl.methods() == ["get_next_broker_id", "apply_broker_id", "register_broker"]
@@ -185,44 +186,44 @@ class TestRegister:
         assert ctrl.ids_of() == {1: (ADDR, code)}
 
     def test_normal_restart_only_registers(self, files: IdentityFiles, ctrl: FakeController) -> None:
-        registrar(files, ctrl).register()
+        asyncio.run(registrar(files, ctrl).register())
         ctrl.calls.clear()
         reg = registrar(files, ctrl, address="10.0.0.9:10911")  # new address after a restart
-        reg.register()
+        asyncio.run(reg.register())
         assert_registered(reg, files, 1)
         assert ctrl.calls == [("register_broker", CLUSTER, BROKER, 1, "10.0.0.9:10911")]
 
     def test_second_broker_gets_next_id(self, tmp_path: Path, ctrl: FakeController) -> None:
         a = IdentityFiles(tmp_path / "a" / "brokerIdentity")
         b = IdentityFiles(tmp_path / "b" / "brokerIdentity")
-        registrar(a, ctrl).register()
+        asyncio.run(registrar(a, ctrl).register())
         reg_b = registrar(b, ctrl, address="127.0.0.1:20911")
-        reg_b.register()
+        asyncio.run(reg_b.register())
         assert reg_b.broker_id == 2
         assert b.load() == Identity(CLUSTER, BROKER, 2)
 
     def test_restart_with_changed_broker_config_refused(self, files: IdentityFiles,
                                                         ctrl: FakeController) -> None:
-        registrar(files, ctrl).register()
+        asyncio.run(registrar(files, ctrl).register())
         ctrl.calls.clear()
         before = files.path.read_bytes()
         for cluster, broker in ((CLUSTER, "default-broker1"), ("default-cluster1", BROKER)):
             reg = registrar(files, ctrl, cluster=cluster, broker=broker)
             with pytest.raises(ConfigError):
-                reg.register()
+                asyncio.run(reg.register())
             assert reg.state is not RegisterState.REGISTERED
             assert reg.broker_id is None
         assert ctrl.calls == []  # refused before talking to the controller
         assert files.path.read_bytes() == before
         # Restoring the configuration works again.
         reg = registrar(files, ctrl)
-        reg.register()
+        asyncio.run(reg.register())
         assert_registered(reg, files, 1)
 
     def test_temp_file_of_another_broker_refused(self, files: IdentityFiles, ctrl: FakeController) -> None:
         files.write_temp(Identity(CLUSTER, "other-broker", 1, f"{ADDR};1"))
         with pytest.raises(ConfigError):
-            registrar(files, ctrl).register()
+            asyncio.run(registrar(files, ctrl).register())
         assert ctrl.calls == []
         assert files.load_temp() == Identity(CLUSTER, "other-broker", 1, f"{ADDR};1")
 
@@ -230,11 +231,11 @@ class TestRegister:
         ctrl.fail_before["get_next_broker_id"] = UnreachableError("no controller", [ADDR])
         reg = registrar(files, ctrl)
         with pytest.raises(UnreachableError):
-            reg.register()
+            asyncio.run(reg.register())
         assert reg.state is RegisterState.INITIAL
         assert reg.broker_id is None
         assert not files.path.exists() and not files.temp_path.exists()
-        reg.register()
+        asyncio.run(reg.register())
         assert_registered(reg, files, 1)
 
     def test_register_failed_at_create_temp_file(self, files: IdentityFiles, ctrl: FakeController,
@@ -245,25 +246,25 @@ class TestRegister:
         monkeypatch.setattr(IdentityFiles, "write_temp", broken)
         reg = registrar(files, ctrl)
         with pytest.raises(OSError):
-            reg.register()
+            asyncio.run(reg.register())
         assert reg.state is RegisterState.INITIAL
         assert reg.broker_id is None
         assert not files.path.exists() and not files.temp_path.exists()
         assert "apply_broker_id" not in ctrl.methods()
         monkeypatch.undo()
         reg = registrar(files, ctrl)
-        reg.register()
+        asyncio.run(reg.register())
         assert_registered(reg, files, 1)
 
     def test_apply_definite_refusal_deletes_temp_and_starts_over(self, files: IdentityFiles,
                                                                   ctrl: FakeController) -> None:
         # Another broker took id 1 between our getNextBrokerId (a stale answer) and our apply.
-        ctrl.apply_broker_id(CLUSTER, BROKER, 1, "127.0.0.1:30911;1")
+        asyncio.run(ctrl.apply_broker_id(CLUSTER, BROKER, 1, "127.0.0.1:30911;1"))
         ctrl.stale_next = [1]
         ctrl.calls.clear()
         reg = registrar(files, ctrl)
         with pytest.raises(RemoteError) as info:
-            reg.register()
+            asyncio.run(reg.register())
         assert info.value.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID == 2014
         assert reg.state is RegisterState.INITIAL
         assert reg.state not in (RegisterState.CREATE_METADATA_FILE_DONE, RegisterState.REGISTERED)
@@ -272,7 +273,7 @@ class TestRegister:
         # The next attempt asks for a new id.
         ctrl.calls.clear()
         reg = registrar(files, ctrl)
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.methods() == ["get_next_broker_id", "apply_broker_id", "register_broker"]
         assert_registered(reg, files, 2)
 
@@ -281,9 +282,9 @@ class TestRegister:
         ctrl.fail_before["apply_broker_id"] = RemoteError(ResponseCode.CONTROLLER_BROKER_ID_INVALID, "taken")
         reg = registrar(files, ctrl)
         with pytest.raises(RemoteError):
-            reg.register()
+            asyncio.run(reg.register())
         assert not files.temp_path.exists()
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.methods().count("get_next_broker_id") == 2
         assert_registered(reg, files, 1)
 
@@ -297,7 +298,7 @@ class TestRegister:
         (ctrl.fail_before if effect == "before" else ctrl.fail_after)["apply_broker_id"] = failure
         reg = registrar(files, ctrl)
         with pytest.raises(type(failure)):
-            reg.register()
+            asyncio.run(reg.register())
         temp = files.load_temp()
         assert temp is not None and temp.broker_id == 1
         assert reg.state is RegisterState.CREATE_TEMP_METADATA_FILE_DONE
@@ -308,20 +309,20 @@ class TestRegister:
 
         ctrl.calls.clear()
         reg = registrar(files, ctrl)  # restart
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.methods() == ["apply_broker_id", "register_broker"]
         assert ctrl.calls[0] == first_apply  # same id, same check code
         assert_registered(reg, files, 1)
         assert ctrl.ids_of() == {1: (ADDR, temp.check_code)}
-        assert ctrl.get_next_broker_id(CLUSTER, BROKER) == 2  # no id was wasted
+        assert asyncio.run(ctrl.get_next_broker_id(CLUSTER, BROKER)) == 2  # no id was wasted
 
     def test_apply_transport_failure_same_instance_retry(self, files: IdentityFiles,
                                                          ctrl: FakeController) -> None:
         ctrl.fail_after["apply_broker_id"] = UnreachableError("reply lost")
         reg = registrar(files, ctrl)
         with pytest.raises(UnreachableError):
-            reg.register()
-        reg.register()
+            asyncio.run(reg.register())
+        asyncio.run(reg.register())
         applies = [c for c in ctrl.calls if c[0] == "apply_broker_id"]
         assert len(applies) == 2 and applies[0] == applies[1]
         assert_registered(reg, files, 1)
@@ -334,7 +335,7 @@ class TestRegister:
         monkeypatch.setattr(IdentityFiles, "write", broken)
         reg = registrar(files, ctrl)
         with pytest.raises(OSError):
-            reg.register()
+            asyncio.run(reg.register())
         assert reg.state is RegisterState.CREATE_TEMP_METADATA_FILE_DONE
         assert reg.broker_id is None
         temp = files.load_temp()
@@ -345,7 +346,7 @@ class TestRegister:
         monkeypatch.undo()
         ctrl.calls.clear()
         reg = registrar(files, ctrl)
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.calls[0] == first_apply  # retried apply with the same id and code, accepted
         assert ctrl.methods() == ["apply_broker_id", "register_broker"]
         assert_registered(reg, files, 1)
@@ -354,7 +355,7 @@ class TestRegister:
         ctrl.fail_before["register_broker"] = UnreachableError("timeout")
         reg = registrar(files, ctrl)
         with pytest.raises(UnreachableError):
-            reg.register()
+            asyncio.run(reg.register())
         assert reg.state is RegisterState.CREATE_METADATA_FILE_DONE
         assert reg.broker_id == 1
         assert files.load() == Identity(CLUSTER, BROKER, 1)
@@ -362,7 +363,7 @@ class TestRegister:
 
         ctrl.calls.clear()
         reg = registrar(files, ctrl)
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.methods() == ["register_broker"]
         assert_registered(reg, files, 1)
 
@@ -388,7 +389,7 @@ class TestCrashCases:
 
         monkeypatch.setattr(identity_mod, "fault_point", crash_at)
         with pytest.raises(Crash):
-            registrar(files, ctrl).register()
+            asyncio.run(registrar(files, ctrl).register())
         check_code = files.load_temp().check_code if files.load_temp() else None  # type: ignore[union-attr]
         if point == "after_identity_file":
             assert files.load() == Identity(CLUSTER, BROKER, 1)
@@ -397,7 +398,7 @@ class TestCrashCases:
         monkeypatch.undo()
         ctrl.calls.clear()
         reg = registrar(files, ctrl)
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.methods() == resumed_calls
         if check_code is not None and "apply_broker_id" in resumed_calls:
             assert ctrl.calls[0][3:] == (1, check_code)
@@ -411,23 +412,23 @@ class TestCrashCases:
 
         monkeypatch.setattr(IdentityFiles, "write_temp", crash)
         with pytest.raises(Crash):
-            registrar(files, ctrl).register()
+            asyncio.run(registrar(files, ctrl).register())
         assert not files.temp_path.exists() and not files.path.exists()
         monkeypatch.undo()
         ctrl.calls.clear()
         reg = registrar(files, ctrl)
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.methods() == ["get_next_broker_id", "apply_broker_id", "register_broker"]
         assert_registered(reg, files, 1)
 
     def test_identity_and_temp_both_present_prefers_identity(self, files: IdentityFiles,
                                                              ctrl: FakeController) -> None:
-        registrar(files, ctrl).register()
+        asyncio.run(registrar(files, ctrl).register())
         files.write_temp(Identity(CLUSTER, BROKER, 1, f"{ADDR};1700000000000"))
         ctrl.calls.clear()
         reg = registrar(files, ctrl)
         reg.confirm_state()
         assert reg.state is RegisterState.CREATE_METADATA_FILE_DONE and reg.broker_id == 1
         assert not files.temp_path.exists()
-        reg.register()
+        asyncio.run(reg.register())
         assert ctrl.methods() == ["register_broker"]

@@ -12,6 +12,7 @@ registers from the temp file, or from scratch); an identity of another broker is
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -170,15 +171,15 @@ class _Controller:
         self.ids: dict[int, str] = {1: "127.0.0.1:10911;1"}
         self.calls: list[tuple[str, int]] = []
 
-    def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
+    async def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
         self.calls.append(("next", 0))
         return max(self.ids) + 1
 
-    def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
+    async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
         self.calls.append(("apply", broker_id))
         self.ids.setdefault(broker_id, check_code)
 
-    def register_broker(
+    async def register_broker(
         self, cluster: str, broker_name: str, broker_id: int, address: str
     ) -> dict[str, object]:
         self.calls.append(("register", broker_id))
@@ -226,7 +227,7 @@ def test_malformed_identity_with_a_good_temp_file_resumes_from_the_temp_file(tmp
     reg = registrar(tmp_path, ctrl)
     reg.files.path.write_text("garbage")
     reg.files.write_temp(Identity("DefaultCluster", "broker-a", 2, "127.0.0.1:10911;5"))
-    reg.register()
+    asyncio.run(reg.register())
     assert reg.broker_id == 2 and ctrl.calls == [("apply", 2), ("register", 2)]
     assert reg.files.path.read_text() == "DefaultCluster#broker-a#2"
 
@@ -235,7 +236,7 @@ def test_identity_of_another_broker_is_refused(tmp_path: Path) -> None:
     reg = registrar(tmp_path, _Controller())
     reg.files.path.write_text("DefaultCluster#broker-b#1")
     with pytest.raises(ConfigError, match="brokerIdentity"):
-        reg.register()
+        asyncio.run(reg.register())
     assert reg.state is RegisterState.INITIAL
 
 
