@@ -41,9 +41,9 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
     log_file = setup_logging(config)
     for warning in warnings or []:
         log.warning(warning)
-    log.info("starting broker %s/%s at %s (HA %s), store %s, controllers %s, log %s",
+    log.info("starting broker %s/%s at %s (HA %s), store %s, controllers %s (over %s), log %s",
              config.brokerClusterName, config.brokerName, config.address, config.ha_address, config.store_dir,
-             config.controllerAddr, log_file)
+             config.controllerAddr, config.controllerProtocol, log_file)
     fatal: list[str] = []
     server: GracefulServer | None = None
 
