@@ -27,7 +27,6 @@ from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
 MQADMIN_QUEUE_NUMS = 8
 #: The auto-create topic: its queue count is the broker's default for new topics.
 AUTO_CREATE_TOPIC = "TBW102"
-GET_ALL_TOPIC_CONFIG = 21
 PERMS = {2: "-W-", 4: "R--", 6: "RW-"}
 
 
@@ -113,7 +112,7 @@ def _config(remoting: BlockingRemoting, address: str, timeout: float, topic: str
 
 def _default_queue_nums(remoting: BlockingRemoting, address: str, timeout: float) -> int:
     """The queue count of the broker's auto-create topic (its defaultTopicQueueNums), else mqadmin's 8."""
-    answer = _call(remoting, address, timeout, make_request(GET_ALL_TOPIC_CONFIG, 0))
+    answer = _call(remoting, address, timeout, make_request(bh.GET_ALL_TOPIC_CONFIG, 0))
     if answer.code != ResponseCode.SUCCESS:
         return MQADMIN_QUEUE_NUMS
     try:

@@ -21,8 +21,10 @@ from services.broker.namesrv_registration import BrokerIdentity, NamesrvRegistra
 from services.broker.remoting import BrokerRemoting
 from services.broker.replicas_manager import ReplicasManager, Role, RoleState
 from services.broker.replication import AutoSwitchReplication, Replication
+from services.broker.slave_sync import SlaveSync, TopicSync
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
 from services.common.clock import Clock, SystemClock
+from services.common.remoting_client import RemotingClient
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,9 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
         self.consumer_offsets = ConsumerOffsets(config.store_dir)
+        self.slave_sync = SlaveSync.of(
+            self._offsets_master, self.consumer_offsets,
+            TopicSync(self.store.created_topics, self.namesrv.note_topics, RemotingClient(timeout_s=3.0)))
         self.remoting = BrokerRemoting(self)
         self.put_listeners: list[Callable[[list[Message]], None]] = [self.remoting.on_put]
 
@@ -76,13 +81,15 @@ class Broker:
         self.flush.start()
         await self.replication.start()
         await self.replicas.start()
-        self.consumer_offsets.start(self._offsets_master)
+        self.consumer_offsets.start()
+        self.slave_sync.start()
         await self.remoting.start()
         self.namesrv.start()
 
     async def stop(self) -> None:
         await self.namesrv.stop()
         await self.remoting.stop()
+        await self.slave_sync.stop()
         await self.consumer_offsets.stop()
         await self.replicas.stop()
         await self.replication.stop()
@@ -112,7 +119,7 @@ class Broker:
         return self.replicas.state.role
 
     def _offsets_master(self) -> str | None:
-        """The master whose consumer offsets this broker copies: its own while it is a slave."""
+        """The master whose consumer offsets and topics this broker copies: its own while it is a slave."""
         return self.replicas.state.master_address if self.role is Role.SLAVE else None
 
     def _identity(self) -> BrokerIdentity:

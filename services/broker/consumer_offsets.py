@@ -210,10 +210,12 @@ class ConsumerOffsets:
                 atomic_write(self.path.with_name(FILE_NAME + ".bak"), previous)
             atomic_write(self.path, data)
 
-    def start(self, master_address: Callable[[], str | None]) -> None:
-        """``master_address()`` is the master to copy from while this broker is a slave, else None."""
-        self._tasks = [asyncio.create_task(self._flush_loop(), name="consumer-offsets-flush"),
-                       asyncio.create_task(self._sync_loop(master_address), name="consumer-offsets-sync")]
+    def start(self, master_address: Callable[[], str | None] | None = None) -> None:
+        """``master_address()`` is the master to copy from while this broker is a slave, else None; without
+        it (the broker's slave_sync.py copies) only the flushing runs."""
+        self._tasks = [asyncio.create_task(self._flush_loop(), name="consumer-offsets-flush")]
+        if master_address is not None:
+            self._tasks.append(asyncio.create_task(self._sync_loop(master_address), name="consumer-offsets-sync"))
 
     async def stop(self) -> None:
         for task in self._tasks:

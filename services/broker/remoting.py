@@ -65,8 +65,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RC = RequestCode
-#: RocketMQ's GET_ALL_TOPIC_CONFIG.
-GET_ALL_TOPIC_CONFIG = 21
 Route = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
 
 #: RocketMQ's MixAll.RETRY_GROUP_TOPIC_PREFIX.
@@ -110,7 +108,7 @@ class BrokerRemoting:
             RC.HEART_BEAT: self._heartbeat, bh.UNREGISTER_CLIENT: self._unregister,
             RC.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, RC.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
             RC.GET_BROKER_HA_STATUS: self._ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: self._role_changed,
-            GET_ALL_TOPIC_CONFIG: self._all_topic_config, bh.UPDATE_AND_CREATE_TOPIC: self._create_topic,
+            bh.GET_ALL_TOPIC_CONFIG: self._all_topic_config, bh.UPDATE_AND_CREATE_TOPIC: self._create_topic,
         }
 
     # ------------------------------------------------------------------ wiring

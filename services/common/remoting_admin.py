@@ -38,8 +38,6 @@ __all__ = ["ADMIN_GROUP", "Answer", "NotOverRemoting", "cluster_info", "commit_o
 ADMIN_GROUP = "mqctl_admin"
 #: RocketMQ's auto-create topic, named in every send (the broker may create the topic from it).
 AUTO_CREATE_TOPIC = "TBW102"
-#: RocketMQ's ``GET_ALL_TOPIC_CONFIG``.
-GET_ALL_TOPIC_CONFIG = 21
 
 #: One request to the address being translated for, answered (or an error raised) before the deadline.
 Call = Callable[[RemotingCommand], RemotingCommand]
@@ -299,7 +297,7 @@ def _message(m: Any) -> dict[str, Any]:
 
 
 def _topics(call: Call, json: dict[str, Any], params: dict[str, Any]) -> Answer:
-    answer = call(make_request(GET_ALL_TOPIC_CONFIG, 0))
+    answer = call(make_request(bh.GET_ALL_TOPIC_CONFIG, 0))
     if answer.code != ResponseCode.SUCCESS:
         return _failed(answer)
     wrapper = TopicConfigSerializeWrapper.decode(answer.body)

@@ -25,6 +25,7 @@ __all__ = [
     "CreateTopicRequestHeader",
     "BROKER_RESPONSE_HEADERS",
     "GET_ALL_CONSUMER_OFFSET",
+    "GET_ALL_TOPIC_CONFIG",
     "NOTIFY_CONSUMER_IDS_CHANGED",
     "UNREGISTER_CLIENT",
     "GetConsumerListByGroupRequestHeader",
@@ -47,6 +48,7 @@ __all__ = [
 
 #: RocketMQ's request codes for the client calls served here that command.RequestCode does not name.
 UPDATE_AND_CREATE_TOPIC = 17
+GET_ALL_TOPIC_CONFIG = 21
 UNREGISTER_CLIENT = 35
 NOTIFY_CONSUMER_IDS_CHANGED = 40
 GET_ALL_CONSUMER_OFFSET = 43

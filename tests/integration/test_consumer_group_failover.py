@@ -18,6 +18,7 @@ from services.common.codes import ResponseCode
 from services.common.remoting_client import RemotingClient
 from services.remoting import broker_headers as bh
 from services.remoting.command import RequestCode, make_request
+from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
 from tests.integration.conftest import poll
 from tests.integration.test_broker import sync_state, wait_role
 from tests.integration.test_replication import group  # noqa: F401  (the fixture: 3 replicas of broker-a)
@@ -77,3 +78,30 @@ def test_a_group_goes_on_where_it_stopped_after_the_master_is_killed(controllers
     rest = consume(controllers, 100)
     assert rest == [f"m #{i}" for i in range(10, 20)]
     assert committed(new) == 20
+
+
+def topics_of(address: str) -> set[str]:
+    async def ask() -> set[str]:
+        client = RemotingClient(timeout_s=3.0)
+        try:
+            answer = await client.call(address, make_request(bh.GET_ALL_TOPIC_CONFIG, 0))
+        finally:
+            await client.close()
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        return set(TopicConfigSerializeWrapper.decode(answer.body).topic_config_table)
+    return asyncio.run(ask())
+
+
+def test_a_topic_created_on_the_master_alone_reaches_the_slaves_and_the_next_master(
+        controllers: ControllerCluster, group: list[BrokerNode]) -> None:  # noqa: F811
+    """As mqadmin's updateTopic with -n does (masters only): the slaves copy the topic from their master,
+    so it is still there when one of them takes over."""
+    master = group[0]
+    mqctl("updateTopic", "-t", "OnlyOnTheMaster", "-b", master.address)
+    assert "OnlyOnTheMaster" in topics_of(master.address)
+    for slave in group[1:]:
+        poll(lambda s=slave: "OnlyOnTheMaster" in topics_of(s.address), 30, f"{slave.address} to copy the topic")
+    master.kill()
+    new = poll(lambda: (ss := sync_state(controllers, "broker-a"))["masterAddress"] not in (None, master.address)
+               and ss["masterAddress"], 60, "a new master")
+    assert "OnlyOnTheMaster" in topics_of(new)

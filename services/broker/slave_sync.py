@@ -1,0 +1,97 @@
+"""What a slave copies from its master besides the log, as RocketMQ's ``SlaveSynchronize`` does, every
+``SYNC_INTERVAL_S`` while it is a slave: the consumer groups' offsets (consumer_offsets.py) and the
+topics created on the master (``GET_ALL_TOPIC_CONFIG``, 21), so that after a failover consumers resume where
+they were and clients find the same topics on the new master."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from services.broker.consumer_offsets import SYNC_INTERVAL_S, ConsumerOffsets
+from services.broker.namesrv_registration import AUTO_CREATE_TOPIC
+from services.broker.record import valid_topic
+from services.broker.topics import TopicRegistry, TopicsFull
+from services.common.codes import ResponseCode
+from services.common.errors import MqctlError
+from services.common.remoting_client import RemotingClient
+from services.remoting.broker_headers import GET_ALL_TOPIC_CONFIG
+from services.remoting.command import make_request
+from services.remoting.errors import BodyError
+from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
+
+__all__ = ["SlaveSync", "TopicSync"]
+
+log = logging.getLogger(__name__)
+
+
+
+class TopicSync:
+    """The master's topics, created in this broker's registry (never removed: a topic is deleted nowhere)."""
+
+    def __init__(self, registry: TopicRegistry, on_created: Callable[[list[str]], None], client: RemotingClient) -> None:
+        self.registry = registry
+        self.on_created = on_created
+        self.client = client
+
+    async def sync_from(self, address: str) -> bool:
+        try:
+            answer = await self.client.call(address, make_request(GET_ALL_TOPIC_CONFIG, 0))
+            if answer.code != ResponseCode.SUCCESS:
+                log.warning("topics from master %s: refused (%s)", address, answer.remark)
+                return False
+            table = TopicConfigSerializeWrapper.decode(answer.body).topic_config_table
+        except (MqctlError, BodyError) as exc:
+            log.warning("topics from master %s: %s", address, exc)
+            return False
+        known = self.registry.names
+        missing = sorted(t for t in table if t not in known and t != AUTO_CREATE_TOPIC and valid_topic(t))
+        if not missing:
+            return True
+        try:
+            created = await asyncio.to_thread(lambda: [t for t in missing if self.registry.create(t)])
+        except TopicsFull as exc:
+            log.warning("topics from master %s not all kept: %s", address, exc)
+            return False
+        if created:
+            log.info("topic(s) %s copied from master %s", ", ".join(created), address)
+            self.on_created(created)
+        return True
+
+
+class SlaveSync:
+    def __init__(self, master_address: Callable[[], str | None],
+                 syncs: list[Callable[[str], Awaitable[bool]]],
+                 closers: list[Callable[[], Awaitable[None]]] | None = None) -> None:
+        self.master_address = master_address
+        self.syncs = syncs
+        self.closers = closers or []
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def of(cls, master_address: Callable[[], str | None], offsets: ConsumerOffsets, topics: TopicSync) -> SlaveSync:
+        return cls(master_address, [offsets.sync_from, topics.sync_from], [topics.client.close])
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="slave-sync")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        for close in self.closers:
+            await close()
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(SYNC_INTERVAL_S)
+            address = self.master_address()
+            if not address:
+                continue
+            for sync in self.syncs:
+                try:
+                    await sync(address)
+                except Exception:  # a periodic task must survive anything (RocketMQ issue #7219)
+                    log.exception("copying from master %s failed", address)
