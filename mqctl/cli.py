@@ -166,9 +166,9 @@ def completion(shell: str) -> None:
 
 
 def _register_commands() -> None:
-    from mqctl.commands import broker, cluster, controller, quickstart, report, store, topic
+    from mqctl.commands import broker, cluster, controller, flush, quickstart, report, store, topic
 
-    for module in (controller, broker, topic, cluster, quickstart, report, store):
+    for module in (controller, broker, topic, flush, cluster, quickstart, report, store):
         for command in module.COMMANDS:
             cli.add_command(command)
 

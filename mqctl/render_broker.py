@@ -152,5 +152,7 @@ def _ha_mqadmin(r: dict[str, Any]) -> str:
         return text
     master = r.get("masterHaAddress") or r.get("masterAddress")  # RocketMQ shows the master's HA address
     return (f"\n#MasterAddr\t{master or 'null'}\n#CommitLogMaxOffset\t{r['maxOffset']}\n"
-            f"#TransferSpeed(KB/s)\t{0.0:.2f}\n#LastReadTime\t{_ms_text(r.get('lastReadTimestamp'))}\n"
-            f"#LastWriteTime\t{_ms_text(r.get('lastWriteTimestamp'))}\n#MasterFlushOffset\t{r.get('confirmOffset')}\n")
+            f"#TransferSpeed(KB/s)\t{float(r.get('transferSpeedKBps') or 0):.2f}\n"
+            f"#LastReadTime\t{_ms_text(r.get('lastReadTimestamp'))}\n"
+            f"#LastWriteTime\t{_ms_text(r.get('lastWriteTimestamp'))}\n"
+            f"#MasterFlushOffset\t{int(r.get('masterFlushOffset') or 0)}\n")

@@ -109,6 +109,7 @@ class BrokerRemoting:
             RC.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, RC.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
             RC.GET_BROKER_HA_STATUS: self._ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: self._role_changed,
             bh.GET_ALL_TOPIC_CONFIG: self._all_topic_config, bh.UPDATE_AND_CREATE_TOPIC: self._create_topic,
+            bh.RESET_MASTER_FLUSH_OFFSET: self._reset_master_flush_offset,
         }
 
     # ------------------------------------------------------------------ wiring
@@ -463,6 +464,25 @@ class BrokerRemoting:
     async def _ha_status(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         return _answer(request, ResponseCode.SUCCESS, None, None, ha_runtime_info(self.b.ha_status()).encode())
 
+    async def _reset_master_flush_offset(self, request: RemotingCommand,
+                                         conn: RemotingConnection) -> RemotingCommand | None:
+        """As RocketMQ's AdminBrokerProcessor: a broker that is not master records the offset (in its
+        checkpoint); a master ignores it; both answer SUCCESS. With ``authToken`` set, only when signed."""
+        header = bh.ResetMasterFlushOffsetHeader.from_ext_fields(request.ext_fields)
+        refusal = self.unsigned(request)
+        if refusal is not None:
+            return _answer(request, ResponseCode.NO_PERMISSION, refusal)
+        offset = header.master_flush_offset
+        if offset is not None and offset < 0:
+            raise HeaderFieldError(type(header).__name__, "masterFlushOffset", f"must not be negative, got {offset}")
+        if offset is not None and self.b.role is not Role.MASTER:
+            def record() -> None:
+                with self.b.io_lock:
+                    self.b.store.set_master_flushed_offset(offset)
+            await asyncio.to_thread(record)
+            log.info("master flush offset reset to %d by %s", offset, conn.peer)
+        return _answer(request, ResponseCode.SUCCESS)
+
     async def _role_changed(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         NotifyBrokerRoleChangedRequestHeader.from_ext_fields(request.ext_fields)  # well formed, never applied
         refusal = self.unsigned(request)
@@ -504,9 +524,10 @@ def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:
             for s in status.get("slaves") or [])
         return bb.HARuntimeInfo(True, int(status.get("maxOffset") or 0), int(status.get("inSyncSlaveNums") or 0),
                                 slaves)
-    client = bb.HAClientRuntimeInfo(status.get("masterHaAddress") or status.get("masterAddress"), 0,
+    client = bb.HAClientRuntimeInfo(status.get("masterHaAddress") or status.get("masterAddress"),
+                                    int(float(status.get("transferSpeedKBps") or 0) * 1024),
                                     int(status.get("maxOffset") or 0), int(status.get("lastReadTimestamp") or 0),
-                                    int(status.get("lastWriteTimestamp") or 0))
+                                    int(status.get("lastWriteTimestamp") or 0), int(status.get("masterFlushOffset") or 0))
     return bb.HARuntimeInfo(False, 0, 0, (), client)
 
 

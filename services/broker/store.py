@@ -33,6 +33,7 @@ from services.common.faults import fault_point
 log = logging.getLogger(__name__)
 
 _CHECKPOINT_KEYS = ("confirmOffset", "dispatchedOffset", "flushedOffset")
+MASTER_FLUSHED = "masterFlushedOffset"
 _PENDING_MAX = 200_000  # replicated records indexed from memory; beyond that, dispatch reads the log
 
 
@@ -114,6 +115,9 @@ class MessageStore:
         self._round_robin: dict[str, int] = {}
         self._confirm_offset = 0
         self._flushed_mark = 0  # the flushedOffset of the checkpoint
+        #: What a slave was told is its master's flushed offset (RocketMQ's masterFlushedOffset: set only by
+        #: an operator's RESET_MASTER_FLUSH_OFFSET in controller mode); kept in the checkpoint, 0 if never set.
+        self.master_flushed_offset = 0
         self._reported: set[int] = set()  # damaged offsets already logged
         self._saved_confirm: object = None
         self._pending: deque[tuple[int, int, str, int, int, str]] = deque()
@@ -128,6 +132,7 @@ class MessageStore:
         self.closed = False
         self.root.mkdir(parents=True, exist_ok=True)
         checkpoint = self._load_checkpoint()
+        self.master_flushed_offset = checkpoint.get(MASTER_FLUSHED, 0)
         self.created_topics.load()
         self.commitlog.open(flushed=checkpoint.get("flushedOffset", 0))
         try:
@@ -412,10 +417,17 @@ class MessageStore:
             self._save_checkpoint(dispatched=min(dispatched, flushed))
         return flushed
 
+    def set_master_flushed_offset(self, offset: int) -> None:
+        """Record (durably) what the master's flushed offset is said to be."""
+        self.master_flushed_offset = offset
+        self._save_checkpoint(force=True)
+
     def _save_checkpoint(self, force: bool = False, dispatched: int | None = None) -> None:
         doc = {"confirmOffset": self._confirm_offset,
                "dispatchedOffset": self.reput_offset if dispatched is None else dispatched,
                "flushedOffset": self._flushed_mark}
+        if self.master_flushed_offset:  # written only once set, so the usual file stays as it was
+            doc[MASTER_FLUSHED] = self.master_flushed_offset
         marker = tuple(doc.values())
         if force or marker != self._saved_confirm:
             atomic_write(self.checkpoint_path, encode_checkpoint(doc))
@@ -434,14 +446,19 @@ def load_checkpoint(path: Path) -> tuple[dict[str, int], str]:
     return ({}, "damaged (or written by an older version, without a CRC)") if doc is None else (doc, "")
 
 
+def _keys(doc: dict[str, int]) -> tuple[str, ...]:
+    return (*_CHECKPOINT_KEYS, MASTER_FLUSHED) if MASTER_FLUSHED in doc else _CHECKPOINT_KEYS
+
+
 def _canonical(doc: dict[str, int]) -> bytes:
-    return json.dumps({k: doc[k] for k in _CHECKPOINT_KEYS}, separators=(",", ":")).encode()
+    return json.dumps({k: doc[k] for k in _keys(doc)}, separators=(",", ":")).encode()
 
 
 def encode_checkpoint(doc: dict[str, int]) -> str:
-    """``{"confirmOffset": .., "dispatchedOffset": .., "flushedOffset": .., "crc": ..}``; the CRC is of
-    the three fields written compactly in this order."""
-    return json.dumps({**{k: doc[k] for k in _CHECKPOINT_KEYS}, "crc": zlib.crc32(_canonical(doc))})
+    """``{"confirmOffset": .., "dispatchedOffset": .., "flushedOffset": .., "crc": ..}`` (and
+    ``masterFlushedOffset`` before the CRC once it was set); the CRC is of the other fields written
+    compactly in this order."""
+    return json.dumps({**{k: doc[k] for k in _keys(doc)}, "crc": zlib.crc32(_canonical(doc))})
 
 
 def _decode_checkpoint(raw: bytes) -> dict[str, int] | None:
@@ -449,9 +466,9 @@ def _decode_checkpoint(raw: bytes) -> dict[str, int] | None:
         doc: Any = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(doc, dict) or set(doc) != {*_CHECKPOINT_KEYS, "crc"}:
+    if not isinstance(doc, dict) or set(doc) - {MASTER_FLUSHED} != {*_CHECKPOINT_KEYS, "crc"}:
         return None
     if any(type(v) is not int or v < 0 for v in doc.values()):
         return None
-    fields = {k: int(doc[k]) for k in _CHECKPOINT_KEYS}
+    fields = {k: int(doc[k]) for k in _keys(doc)}
     return fields if zlib.crc32(_canonical(fields)) == doc["crc"] else None

@@ -235,7 +235,8 @@ def _ha_status(call: Call, json: dict[str, Any], params: dict[str, Any]) -> Answ
     return Answer(answer.code, "", {
         **base, "role": "SLAVE", "masterAddress": client.master_addr, "maxOffset": client.max_offset,
         "lastReadTimestamp": client.last_read_timestamp, "lastWriteTimestamp": client.last_write_timestamp,
-        "confirmOffset": client.master_flush_offset, "state": None})
+        "transferSpeedKBps": client.transferred_byte_in_second / 1024,
+        "masterFlushOffset": client.master_flush_offset, "state": None})
 
 
 _SEND_STATUS: dict[int, str] = {ResponseCode.SUCCESS: "PUT_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",

@@ -26,6 +26,8 @@ __all__ = [
     "BROKER_RESPONSE_HEADERS",
     "GET_ALL_CONSUMER_OFFSET",
     "GET_ALL_TOPIC_CONFIG",
+    "RESET_MASTER_FLUSH_OFFSET",
+    "ResetMasterFlushOffsetHeader",
     "NOTIFY_CONSUMER_IDS_CHANGED",
     "UNREGISTER_CLIENT",
     "GetConsumerListByGroupRequestHeader",
@@ -52,6 +54,7 @@ GET_ALL_TOPIC_CONFIG = 21
 UNREGISTER_CLIENT = 35
 NOTIFY_CONSUMER_IDS_CHANGED = 40
 GET_ALL_CONSUMER_OFFSET = 43
+RESET_MASTER_FLUSH_OFFSET = 908
 
 
 def _flag_text(header: str, wire: str, value: str | None) -> bool:
@@ -307,3 +310,11 @@ BROKER_RESPONSE_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.GET_MAX_OFFSET: GetMaxOffsetResponseHeader,
     RequestCode.GET_MIN_OFFSET: GetMinOffsetResponseHeader,
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResetMasterFlushOffsetHeader(CustomHeader):
+    """908 RESET_MASTER_FLUSH_OFFSET (header/ResetMasterFlushOffsetHeader): what a slave takes as its master's
+    flushed offset; RocketMQ's broker ignores it while it is master."""
+
+    master_flush_offset: int | None = _long("masterFlushOffset")

@@ -105,3 +105,15 @@ def test_a_topic_created_on_the_master_alone_reaches_the_slaves_and_the_next_mas
     new = poll(lambda: (ss := sync_state(controllers, "broker-a"))["masterAddress"] not in (None, master.address)
                and ss["masterAddress"], 60, "a new master")
     assert "OnlyOnTheMaster" in topics_of(new)
+
+
+def test_reset_master_flush_offset_on_a_slave_shows_in_its_ha_status(
+        controllers: ControllerCluster, group: list[BrokerNode]) -> None:  # noqa: F811
+    slave = group[1]
+    wait_role(slave, "SLAVE")
+    out = mqctl("resetMasterFlushOffset", "-b", slave.address, "-o", "12345", "--format", "mqadmin")
+    assert out == "reset master flush offset to 12345 success\n"
+    status = mqctl("haStatus", "--brokerAddr", slave.address, "--format", "mqadmin")
+    assert "#MasterFlushOffset\t12345\n" in status and "#TransferSpeed(KB/s)\t" in status
+    assert mqctl("resetMasterFlushOffset", "-b", group[0].address, "-o", "1") == \
+        "reset master flush offset to 1 success\n"  # a master answers success and ignores it

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from services.broker.config import BrokerConfig
 from services.broker.controller_api import ControllerApi
 from services.broker.ha.auth import BrokerKey
+from services.broker.ha.flow import FlowMonitor
 from services.broker.ha.frames import ProtocolError
 from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession
 from services.broker.quorum import confirm_offset, need_ack_nums, quorum_offset
@@ -63,6 +64,7 @@ class SlaveConnection:
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     closed: bool = False
+    flow: FlowMonitor = field(default_factory=FlowMonitor)  # bytes sent per second
 
     @property
     def slave_id(self) -> int:
@@ -410,6 +412,7 @@ class HAService:
                 await self._send(conn, session.heartbeat())
 
     async def _send(self, conn: SlaveConnection, frame: bytes) -> None:
+        conn.flow.add(len(frame), self.clock.monotonic_ms())
         conn.writer.write(frame)
         await conn.writer.drain()
 
@@ -424,7 +427,6 @@ class HAService:
                          "lastCaughtUpAgoMs": None if caught is None else now - caught,
                          "lastCaughtUpTimestamp": None if caught is None else int(time.time() * 1000) - (now - caught),
                          "transferOffset": session.transfer_offset,
-                         "transferSpeedKBps": session.bytes_sent / 1024
-                         / max(0.001, (now - session.connected_ms) / 1000),
-                         "transferFromWhere": session.request_offset})
+                         "transferSpeedKBps": conn.flow.per_second(now) / 1024,
+                         "transferFromWhere": session.transfer_offset})  # RocketMQ's nextTransferFromWhere
         return rows

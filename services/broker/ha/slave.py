@@ -20,6 +20,7 @@ import httpx
 from services.broker.commitlog import CommitLogError
 from services.broker.config import BrokerConfig
 from services.broker.ha.auth import BrokerKey
+from services.broker.ha.flow import FlowMonitor
 from services.broker.ha.frames import ProtocolError, Transfer
 from services.broker.ha.protocol import Unreconcilable
 from services.broker.ha.session import KeysNeeded, Reconcile, SlaveSession
@@ -58,6 +59,7 @@ class HAClient:
         self.state = "READY"
         self.master_ha_address: str | None = None
         self.last_read_ms = 0
+        self.flow = FlowMonitor()  # bytes received per second
         self.last_write_ms = 0
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -190,6 +192,7 @@ class HAClient:
         if not data:
             raise ConnectionError("closed by the master")
         self.last_read_ms = self.clock.now_ms()
+        self.flow.add(len(data), self.clock.monotonic_ms())
         return data
 
     def _ackable(self) -> int:
@@ -215,4 +218,5 @@ class HAClient:
         return {"masterAddress": self.master_address, "masterHaAddress": self.master_ha_address,
                 "state": self.state, "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset,
                 "lastReadTimestamp": self.last_read_ms or None, "lastWriteTimestamp": self.last_write_ms or None,
-                "error": self.error}
+                "transferSpeedKBps": self.flow.per_second(self.clock.monotonic_ms()) / 1024,
+                "masterFlushOffset": self.store.master_flushed_offset, "error": self.error}

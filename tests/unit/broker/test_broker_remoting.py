@@ -6,6 +6,7 @@ covered by tests/integration/test_broker_remoting.py."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ class FakeBroker:
         self.forced: PutOutcome | None = None
         self.put_listeners: list[Any] = []
         self.namesrv = FakeNamesrv()
+        self.io_lock = threading.Lock()
 
 
     async def put(self, messages: list[Message], validated: bool = False) -> PutOutcome:
@@ -511,3 +513,27 @@ def test_the_http_api_does_not_show_the_reserved_wire_property() -> None:
     rec = MessageRecord("T", 0, 0, 0, 1, {"KEYS": "k", "TAGS": "t", "__MQCTL.WIRE": "1", "a": "b"}, b"x", 100)
     shown = record_json(rec, "127.0.0.1:10911")
     assert shown["properties"] == {"a": "b"} and shown["keys"] == "k" and shown["tags"] == "t"
+
+
+def test_reset_master_flush_offset_is_recorded_by_a_slave_and_ignored_by_a_master(broker: FakeBroker,
+                                                                                  tmp_path: Path) -> None:
+    def reset(target: FakeBroker, offset: str) -> RemotingCommand:
+        return serve(target, make_request(bh.RESET_MASTER_FLUSH_OFFSET, 1, {"masterFlushOffset": offset}))
+
+    assert reset(broker, "4096").code == C.SUCCESS  # the master answers success and changes nothing
+    assert broker.store.master_flushed_offset == 0
+    broker.role = Role.SLAVE
+    assert reset(broker, "4096").code == C.SUCCESS
+    assert broker.store.master_flushed_offset == 4096
+    broker.store.close()
+    broker.store.open()  # kept in the checkpoint
+    assert broker.store.master_flushed_offset == 4096
+    assert reset(broker, "-1").code == C.INVALID_PARAMETER
+    assert reset(broker, "x").code == C.INVALID_PARAMETER
+    guarded = FakeBroker(tmp_path / "token", authToken="secret")
+    guarded.role = Role.SLAVE
+    assert reset(guarded, "7").code == C.NO_PERMISSION
+    signed = sign(make_request(bh.RESET_MASTER_FLUSH_OFFSET, 1, {"masterFlushOffset": "7"}), "secret",
+                  guarded.clock.now_ms())
+    assert serve(guarded, signed).code == C.SUCCESS and guarded.store.master_flushed_offset == 7
+    guarded.store.close()

@@ -567,3 +567,16 @@ def test_a_closed_store_refuses_writes_and_keeps_its_log(root: Path) -> None:
     assert reopened.max_offset == end
     assert [r.queue_offset for r in reopened.commitlog.iter_records(0)] == [0, 1, 2]
     reopened.close()
+
+
+def test_the_master_flushed_offset_is_kept_in_the_checkpoint_only_once_set(tmp_path: Path) -> None:
+    from services.broker.store import encode_checkpoint, load_checkpoint
+
+    plain = {"confirmOffset": 1, "dispatchedOffset": 2, "flushedOffset": 3}
+    path = tmp_path / "checkpoint"
+    path.write_text(encode_checkpoint(plain))
+    assert load_checkpoint(path) == (plain, "")  # the usual three fields, as before
+    path.write_text(encode_checkpoint({**plain, "masterFlushedOffset": 9}))
+    assert load_checkpoint(path) == ({**plain, "masterFlushedOffset": 9}, "")
+    path.write_text(path.read_text().replace('"masterFlushedOffset": 9', '"masterFlushedOffset": 8'))
+    assert load_checkpoint(path)[1].startswith("damaged")  # covered by the CRC

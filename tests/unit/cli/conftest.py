@@ -110,7 +110,8 @@ HA_STATUS = {
     SLAVE: {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 2, "brokerAddr": SLAVE,
             "role": "SLAVE", "masterEpoch": 3, "maxOffset": 2400, "confirmOffset": 2400, "flushedOffset": 2400,
             "masterAddress": MASTER, "masterHaAddress": "127.0.0.1:10912", "state": "TRANSFER",
-            "lastReadTimestamp": 1700000000123, "lastWriteTimestamp": 1700000000456, "error": None},
+            "lastReadTimestamp": 1700000000123, "lastWriteTimestamp": 1700000000456, "error": None,
+            "transferSpeedKBps": 3.5, "masterFlushOffset": 2200},
 }
 
 

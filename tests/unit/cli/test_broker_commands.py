@@ -150,9 +150,9 @@ HA_ROW = ("127.0.0.1:53422" + " " * 17 + "  " + "2400" + " " * 12 + " " + " " * 
           + " " * 11 + "12.50" + " " + " " * 5 + "Fall Behind" + " " + " " * 15 + "0" + "\n")
 MASTER_HA_MQADMIN = ("\n#MasterAddr\t127.0.0.1:10911\n#MasterCommitLogMaxOffset\t2500\n#SlaveNum\t1"
                      "\n#InSyncSlaveNum\t0\n" + HA_HEADER + HA_ROW)
-SLAVE_HA_MQADMIN = ("\n#MasterAddr\t127.0.0.1:10912\n#CommitLogMaxOffset\t2400\n#TransferSpeed(KB/s)\t0.00"
+SLAVE_HA_MQADMIN = ("\n#MasterAddr\t127.0.0.1:10912\n#CommitLogMaxOffset\t2400\n#TransferSpeed(KB/s)\t3.50"
                     "\n#LastReadTime\t2023-11-14 22:13:20,123\n#LastWriteTime\t2023-11-14 22:13:20,456"
-                    "\n#MasterFlushOffset\t2400\n")
+                    "\n#MasterFlushOffset\t2200\n")
 
 
 class TestHaStatus:
@@ -187,8 +187,8 @@ class TestHaStatus:
         result = mqctl("haStatus", "--brokerAddr", SLAVE, "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == ("\n#MasterAddr\t127.0.0.1:10912\n#CommitLogMaxOffset\t2400"
-                                 "\n#TransferSpeed(KB/s)\t0.00\n#LastReadTime\t1970-01-01 00:00:00,000"
-                                 "\n#LastWriteTime\t1970-01-01 00:00:00,000\n#MasterFlushOffset\t2400\n")
+                                 "\n#TransferSpeed(KB/s)\t3.50\n#LastReadTime\t1970-01-01 00:00:00,000"
+                                 "\n#LastWriteTime\t1970-01-01 00:00:00,000\n#MasterFlushOffset\t2200\n")
 
     def test_mqadmin_unreachable_broker_is_shown_then_fails(self, mqctl: Invoke) -> None:
         result = mqctl("haStatus", "-c", "DefaultCluster", "--format", "mqadmin")
@@ -249,7 +249,7 @@ class TestHaStatus:
         assert result.exit_code == 0, result.stderr
         assert result.stdout == ("\n#MasterAddr\tnull\n#CommitLogMaxOffset\t2400\n#TransferSpeed(KB/s)\t0.00"
                                  "\n#LastReadTime\t1970-01-01 00:00:00,000\n#LastWriteTime\t1970-01-01 00:00:00,000"
-                                 "\n#MasterFlushOffset\t2300\n")
+                                 "\n#MasterFlushOffset\t0\n")  # never reset: RocketMQ's 0
 
     def test_controller_unreachable(self, mqctl: Invoke) -> None:
         result = mqctl("haStatus", "-a", DEAD_CONTROLLER, "-b", "broker-a", "--format", "mqadmin", timeout="0.1")
