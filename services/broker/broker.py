@@ -19,7 +19,7 @@ from services.broker.ha.auth import BrokerKey
 from services.broker.metrics import BrokerMetrics
 from services.broker.namesrv_registration import BrokerIdentity, NamesrvRegistration
 from services.broker.remoting import BrokerRemoting
-from services.broker.replicas_manager import ReplicasManager, Role, RoleState
+from services.broker.replicas_manager import ReplicasManager, Role
 from services.broker.replication import AutoSwitchReplication, Replication
 from services.broker.slave_sync import SlaveSync, TopicSync
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
@@ -47,15 +47,19 @@ class Broker:
                                   config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize,
                                   config.commitlog_dir)
         self.key = BrokerKey.load_or_create(config.key_file)
+        # The parts, each built from the ones it needs (nothing refers back to the broker itself): the store
+        # and its flushing, the controllers' view of the group (ReplicasManager), replication, which follows
+        # the role that view gives, and the name-server registration, which announces it.
         self.api = controller_api(config, self.key.public_hex)
-        self.flush: FlushService | None = None
-        self.replicas = ReplicasManager(config, self.store, self.api, self.clock, listener=self,
-                                        on_fatal=on_fatal)
+        self.flush = FlushService(self.store, config.sync_flush, config.flushIntervalCommitLog, self.io_lock,
+                                  config.flushIntervalConsumeQueue)
+        self.replicas = ReplicasManager(config, self.store, self.api, self.clock, on_fatal=on_fatal)
         self.replication: Replication = AutoSwitchReplication(
-            config, self.store, self.api, self.clock, self.io_lock, lambda: self.flush, lambda: self.replicas,
-            self.key)
-        self.namesrv = NamesrvRegistration(config, self.api.addresses, self._identity,
-                                           lambda: [str(t["topic"]) for t in self.store.topics()], self.clock)
+            config, self.store, self.api, self.clock, self.io_lock, self.flush, self.replicas, self.key)
+        self.namesrv = NamesrvRegistration(config, self.api.addresses, self._identity, self.store.topic_names,
+                                           self.clock)
+        self.replicas.listen(self.replication)
+        self.replicas.listen(self.namesrv)
         self.put_counts: dict[str, int] = {}
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
@@ -76,8 +80,6 @@ class Broker:
                  [str(e) for e in self.store.epochs.entries()])
 
     async def start(self) -> None:
-        self.flush = FlushService(self.store, self.config.sync_flush, self.config.flushIntervalCommitLog,
-                                  self.io_lock, self.config.flushIntervalConsumeQueue)
         self.flush.start()
         await self.replication.start()
         await self.replicas.start()
@@ -93,26 +95,10 @@ class Broker:
         await self.consumer_offsets.stop()
         await self.replicas.stop()
         await self.replication.stop()
-        if self.flush is not None:
-            await self.flush.stop()
+        await self.flush.stop()
         with self.io_lock:
             self.store.close()
         await self.api.aclose()
-
-    # ------------------------------------------------------------------ role listener
-    async def on_master(self, state: RoleState) -> None:
-        await self.replication.on_master(state)
-        self.namesrv.trigger()
-
-    async def on_slave(self, state: RoleState) -> None:
-        await self.replication.on_slave(state)
-        self.namesrv.trigger()
-
-    def on_sync_state_set(self, state: RoleState) -> None:
-        self.replication.on_sync_state_set(state)
-
-    def on_controller_view(self, ss_epoch: int) -> None:
-        self.replication.on_controller_view(ss_epoch)
 
     @property
     def role(self) -> Role:
@@ -171,7 +157,6 @@ class Broker:
         return await self._await_durability(results)
 
     async def _await_durability(self, results: list[AppendResult]) -> PutOutcome:
-        assert self.flush is not None
         next_offset = results[-1].next_offset
         waits: list[Any] = [self.replication.wait_for_acks(next_offset)]
         if self.config.sync_flush:
@@ -202,7 +187,7 @@ class Broker:
                 "brokerId": self.replicas.broker_id, "brokerAddr": self.config.address, "role": state.role.value,
                 "masterEpoch": state.master_epoch, "maxOffset": self.store.max_offset,
                 "confirmOffset": self.store.confirm_offset,
-                "flushedOffset": self.flush.flushed_offset if self.flush else None,
+                "flushedOffset": self.flush.flushed_offset,
                 **{k: v for k, v in self.replication.status().items() if k != "role"}}
 
     def runtime_info(self) -> dict[str, Any]:
@@ -215,7 +200,7 @@ class Broker:
             "masterAddress": state.master_address, "syncStateSet": sorted(state.sync_state_set),
             "syncStateSetEpoch": state.sync_state_set_epoch, "minOffset": self.store.min_offset,
             "maxOffset": self.store.max_offset, "confirmOffset": self.store.confirm_offset,
-            "flushedOffset": self.flush.flushed_offset if self.flush else None,
+            "flushedOffset": self.flush.flushed_offset,
             "flushDiskType": self.config.flushDiskType, "controllerLeader": self.api.leader,
             "controllerProtocol": self.config.controllerProtocol,
             "putStatusCounts": dict(self.put_counts), "ha": self.replication.status(),

@@ -31,13 +31,14 @@ class FlushService:
         self.io_lock = io_lock
         self._index_due = 0.0  # monotonic time from which the next flush includes queues and checkpoint
         self._indexed: tuple[int, int] | None = None  # (confirmOffset, reput offset) at that flush
-        self.flushed_offset = store.max_offset
+        self.flushed_offset = 0  # set from the store when started (it is opened after construction)
         self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.fsyncs = 0
 
     def start(self) -> None:
+        self.flushed_offset = self.store.max_offset
         self._task = asyncio.create_task(self._run(), name="flush")
 
     async def stop(self) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from services.broker.config import BrokerConfig
+from services.broker.replicas_manager import RoleState
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.errors import MqctlError
@@ -124,6 +125,19 @@ class NamesrvRegistration:
     def trigger(self) -> None:
         """Register again now (a role change)."""
         self._wake.set()
+
+    # A role listener (ReplicasManager.listen): a new role is registered at once.
+    async def on_master(self, state: RoleState) -> None:
+        self.trigger()
+
+    async def on_slave(self, state: RoleState) -> None:
+        self.trigger()
+
+    def on_sync_state_set(self, state: RoleState) -> None:
+        """A SyncStateSet change does not change what is registered."""
+
+    def on_controller_view(self, ss_epoch: int) -> None:
+        """Nor does the controller's view of it."""
 
     def note_topics(self, topics: Iterable[str]) -> None:
         """Called on the put path: a topic this broker has not registered yet is registered at once."""

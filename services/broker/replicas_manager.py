@@ -63,13 +63,12 @@ class RoleListener(Protocol):
 
 class ReplicasManager:
     def __init__(self, config: BrokerConfig, store: MessageStore, api: ControllerApi, clock: Clock,
-                 listener: RoleListener | None = None,
                  on_fatal: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.store = store
         self.api = api
         self.clock = clock
-        self.listener = listener
+        self.listeners: list[RoleListener] = []  # told of every role change, in the order they listened
         self.on_fatal = on_fatal
         self.state = RoleState()
         self.registrar = BrokerRegistrar(IdentityFiles(config.identity_file), config.brokerClusterName,
@@ -84,6 +83,9 @@ class ReplicasManager:
         self._confirm_again = False
         self._tasks: list[asyncio.Task[None]] = []
         self.channels = LivenessChannels(api.addresses, config.brokerClusterName, config.brokerName, api.token)
+
+    def listen(self, listener: RoleListener) -> None:
+        self.listeners.append(listener)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -207,8 +209,8 @@ class ReplicasManager:
         elif epoch == self.state.master_epoch and self.state.role is Role.MASTER:
             ss_epoch = int(info.get("syncStateSetEpoch") or 0)
             self.change_sync_state_set(info.get("syncStateSet") or [], ss_epoch)
-            if self.listener is not None:
-                self.listener.on_controller_view(ss_epoch)
+            for listener in self.listeners:
+                listener.on_controller_view(ss_epoch)
 
     async def _elect_locked(self) -> None:
         assert self.broker_id is not None
@@ -272,16 +274,16 @@ class ReplicasManager:
         self.role_changed_ms = self.clock.now_ms()
         log.info("now MASTER of %s at masterEpoch %d (syncStateSet %s, epoch %d)", self.config.brokerName,
                  epoch, sorted(self.state.sync_state_set), ss_epoch)
-        if self.listener is not None:
-            await self.listener.on_master(self.state)
+        for listener in self.listeners:
+            await listener.on_master(self.state)
 
     async def change_to_slave(self, master_address: str, epoch: int, master_id: int) -> None:
         self.state = RoleState(Role.SLAVE, epoch, master_id, master_address)
         CONTEXT.update(role="SLAVE", epoch=epoch)
         self.role_changed_ms = self.clock.now_ms()
         log.info("now SLAVE of broker %d (%s) at masterEpoch %d", master_id, master_address, epoch)
-        if self.listener is not None:
-            await self.listener.on_slave(self.state)
+        for listener in self.listeners:
+            await listener.on_slave(self.state)
 
     def change_sync_state_set(self, members: list[int] | frozenset[int], ss_epoch: int) -> bool:
         """Apply a SyncStateSet the controller committed, if it is newer than ours."""
@@ -291,6 +293,6 @@ class ReplicasManager:
                              sync_state_set_epoch=ss_epoch)
         log.info("syncStateSet of %s is now %s (epoch %d)", self.config.brokerName,
                  sorted(self.state.sync_state_set), ss_epoch)
-        if self.listener is not None:
-            self.listener.on_sync_state_set(self.state)
+        for listener in self.listeners:
+            listener.on_sync_state_set(self.state)
         return True

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from services.broker.config import BrokerConfig
+from services.broker.ha.master import HAService
+from services.broker.ha.slave import HAClient, MasterIdentity
 from services.broker.replicas_manager import RoleState
 from services.broker.store import MessageStore
 
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
     from services.broker.controller_api import ControllerApi
     from services.broker.flush import FlushService
     from services.broker.ha.auth import BrokerKey
-    from services.broker.ha.slave import HAClient
     from services.broker.replicas_manager import ReplicasManager
     from services.common.clock import Clock
 
@@ -96,10 +96,7 @@ class AutoSwitchReplication:
     """Replication in controller mode: the HA master service while master, the HA client while slave."""
 
     def __init__(self, config: BrokerConfig, store: MessageStore, api: ControllerApi, clock: Clock,
-                 io_lock: threading.Lock, flush: Callable[[], FlushService | None],
-                 replicas: Callable[[], ReplicasManager], key: BrokerKey) -> None:
-        from services.broker.ha.master import HAService
-
+                 io_lock: threading.Lock, flush: FlushService, replicas: ReplicasManager, key: BrokerKey) -> None:
         self.config = config
         self.api = api
         self.key = key
@@ -108,8 +105,7 @@ class AutoSwitchReplication:
         self.io_lock = io_lock
         self._flush = flush
         self._replicas = replicas
-        self.ha = HAService(config, store, api, clock, key)
-        self.ha.apply_committed = lambda members, epoch: replicas().change_sync_state_set(members, epoch)
+        self.ha = HAService(config, store, api, clock, key, apply_committed=replicas.change_sync_state_set)
         self.client: HAClient | None = None
         self.state = RoleState()
 
@@ -124,12 +120,10 @@ class AutoSwitchReplication:
                                     state.sync_state_set_epoch)
 
     async def on_slave(self, state: RoleState) -> None:
-        from services.broker.ha.slave import HAClient, MasterIdentity
-
         self.state = state
         await self.ha.become_inactive()
         await self._stop_client()
-        replicas = self._replicas()
+        replicas = self._replicas
         assert replicas.broker_id is not None and state.master_address is not None
         assert state.master_broker_id is not None
         master = MasterIdentity(state.master_broker_id, state.master_address, state.master_epoch, self.key,
@@ -142,13 +136,10 @@ class AutoSwitchReplication:
         return await self.api.broker_keys(self.config.brokerName)
 
     async def _wait_flushed(self, offset: int, timeout_ms: int) -> bool:
-        flush = self._flush()
-        return True if flush is None else await flush.wait_flushed(offset, timeout_ms)
+        return await self._flush.wait_flushed(offset, timeout_ms)
 
     def _truncated(self, offset: int) -> None:
-        flush = self._flush()
-        if flush is not None:
-            flush.note_truncated(offset)
+        self._flush.note_truncated(offset)
 
     async def _stop_client(self) -> None:
         if self.client is not None:

@@ -391,9 +391,13 @@ class MessageStore:
             log.error("%s (store %s)", remark, self.root)
         return remark
 
+    def topic_names(self) -> list[str]:
+        """Every topic this store holds: written to, indexed, or created (sorted)."""
+        return sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues}
+                      | self.created_topics.names)
+
     def topics(self) -> list[dict[str, object]]:
-        names = sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues}
-                       | self.created_topics.names)
+        names = self.topic_names()
         result: list[dict[str, object]] = []
         for topic in names:
             queue_rows: list[dict[str, object]] = []

@@ -40,7 +40,6 @@ from schemathesis.python.asgi import get_client, shutdown_lifespans
 from services.broker import api as broker_api
 from services.broker.broker import Broker
 from services.broker.config import BrokerConfig
-from services.broker.flush import FlushService
 from services.broker.ha import slave as ha_slave
 from services.broker.ha.master import HAService
 from services.broker.replicas_manager import Role
@@ -200,9 +199,6 @@ def make_broker(store: Path) -> BrokerUnderTest:
         # schemathesis ends every ASGI lifespan when a test ends and starts it again on the next
         # request, so this runs once per test: only the flush service stops in between. The store stays
         # open (the module's tests share it) until the fixture's final shutdown stops the broker.
-        broker.flush = FlushService(
-            broker.store, config.sync_flush, config.flushIntervalCommitLog, broker.io_lock
-        )
         broker.flush.start()
         if broker.replicas.broker_id is None:
             broker.replicas.broker_id = 1

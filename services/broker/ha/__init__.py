@@ -2,4 +2,4 @@
 
 The package's modules are its public surface (tests/unit/test_exported_members.py)."""
 
-__all__ = ["auth", "frames", "master", "protocol", "session", "slave"]
+__all__ = ["auth", "flow", "frames", "master", "protocol", "session", "slave"]

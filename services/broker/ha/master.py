@@ -77,7 +77,7 @@ class SlaveConnection:
 
 class HAService:
     def __init__(self, config: BrokerConfig, store: MessageStore, api: ControllerApi, clock: Clock,
-                 key: BrokerKey) -> None:
+                 key: BrokerKey, apply_committed: Callable[[list[int], int], bool] | None = None) -> None:
         self.config = config
         self.key = key
         self.store = store
@@ -95,7 +95,8 @@ class HAService:
         self._shrink_task: asyncio.Task[None] | None = None
         self._remote_since_ms = 0
         self._background = TaskSet()  # checks and proposals started from callbacks, held until they end
-        self.apply_committed: Callable[[list[int], int], bool] | None = None
+        #: Applies a SyncStateSet this master's own alter committed (ReplicasManager.change_sync_state_set).
+        self.apply_committed = apply_committed
         self.on_sync_flush: Callable[[int], Awaitable[bool]] | None = None
 
     # ------------------------------------------------------------------ lifecycle
