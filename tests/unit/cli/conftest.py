@@ -33,6 +33,7 @@ from click.testing import CliRunner, Result
 from mqctl.app import App
 from mqctl.cli import cli
 from services.common.codes import code_name
+from services.controller.config import BLACK_LIST, RUNTIME_UPDATABLE
 
 LEADER = "127.0.0.1:9878"
 FOLLOWER = "127.0.0.1:9868"
@@ -43,11 +44,7 @@ DEAD_BROKER = "127.0.0.1:10931"
 
 PEERS = ["n0:127.0.0.1:9878", "n1:127.0.0.1:9868", "n2:127.0.0.1:9858"]
 
-UPDATABLE = {"enableElectUncleanMaster", "notifyBrokerRoleChanged", "scanInactiveMasterInterval",
-             "scanNotActiveBrokerInterval", "electMasterMaxRetryCount", "controllerRequestTimeoutMillis",
-             "logLevel"}
-BLACK_LIST = {"configBlackList", "configStorePath", "rocketmqHome", "controllerStorePath",
-              "controllerRaftPassword"}
+UPDATABLE = RUNTIME_UPDATABLE  # the controller's own lists: the fake cannot drift from them
 
 
 def envelope(code: int = 0, data: Any = None, remark: str = "") -> dict[str, Any]:
