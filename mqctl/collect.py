@@ -25,8 +25,9 @@ from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError, UsageError
 from services.common.namesrv_client import NameServerClient
 from services.common.remoting_admin import NotOverRemoting
+from services.controller import contract
 
-EVENTS_PATH = "/v1/controller/events"
+EVENTS_PATH = contract.EVENTS
 EPOCH_CACHE_PATH = "/v1/broker/epochCache"
 EVENT_FIELDS = ("clusterName", "brokerName", "index", "eventType", "timestamp", "elected", "electReason",
                 "masterBrokerId", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "brokerId", "brokerAddress",

@@ -32,6 +32,7 @@ from services.common.controller_client import ControllerClient
 from services.common.errors import ConfigError, MqctlError, UsageError
 from services.common.ports import port_free
 from services.common.props import format_properties
+from services.controller import contract
 
 LAYOUT_FILE = "cluster.json"
 LAYOUT_VERSION = 1
@@ -196,7 +197,7 @@ class DevCluster:
 
     def sync_state(self, group: str) -> dict[str, Any]:
         with self.client() as client:
-            brokers = client.call("GET", "/v1/controller/syncStateData", params={"brokerName": [group]}).data["brokers"]
+            brokers = client.call("GET", contract.SYNC_STATE_DATA, params={"brokerName": [group]}).data["brokers"]
         return dict(brokers[0]) if brokers else {}
 
     def ensure_raft_password(self) -> None:
@@ -233,7 +234,7 @@ class DevCluster:
         with self.client(timeout=1.0) as client:
             for node in self.controllers():
                 try:
-                    if client.request_node(node.address, "GET", "/v1/controller/metadata").data.get("isLeader"):
+                    if client.request_node(node.address, "GET", contract.METADATA).data.get("isLeader"):
                         return True
                 except MqctlError:
                     continue
@@ -264,7 +265,7 @@ class DevCluster:
                 if pid is not None:
                     try:
                         if node.kind == "controller":
-                            meta = client.request_node(node.address, "GET", "/v1/controller/metadata").data
+                            meta = client.request_node(node.address, "GET", contract.METADATA).data
                             row["role"] = "leader" if meta.get("isLeader") else "follower"
                         else:
                             info = brokers.request(node.address, "GET", "/v1/broker/runtimeInfo").data

@@ -10,6 +10,7 @@ from typing import Any
 
 from mqctl.cluster.nodes import BrokerNode, ControllerCluster, make_broker
 from mqctl.cluster.processes import wait_until
+from services.controller import contract
 
 __all__ = ["DEMO_BROKER", "DEMO_CONTROLLER", "LocalCluster"]
 
@@ -71,7 +72,7 @@ class LocalCluster:
     def sync_state(self, broker_name: str) -> dict[str, Any]:
         assert self.controller_cluster is not None
         with self.controller_cluster.client(timeout=3.0) as client:
-            brokers = client.call("GET", "/v1/controller/syncStateData",
+            brokers = client.call("GET", contract.SYNC_STATE_DATA,
                                   params={"brokerName": [broker_name]}).data["brokers"]
         return dict(brokers[0]) if brokers else {}
 

@@ -21,6 +21,7 @@ from mqctl.cluster.processes import (
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError
 from services.common.props import format_properties
+from services.controller import contract
 
 __all__ = ["BrokerNode", "ControllerCluster", "ControllerNode", "make_broker"]
 
@@ -93,7 +94,7 @@ class ControllerCluster:
                     continue
                 with ControllerClient([node.address], timeout=1.0) as c:
                     try:
-                        env = c.request_node(node.address, "GET", "/v1/controller/metadata")
+                        env = c.request_node(node.address, "GET", contract.METADATA)
                     except MqctlError:
                         continue
                     if env.data.get("isLeader"):

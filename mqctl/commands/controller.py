@@ -11,6 +11,7 @@ from mqctl import render
 from mqctl.app import FORMATS, App, pass_app
 from services.common.controller_client import parse_addresses
 from services.common.errors import UnreachableError, UsageError
+from services.controller import contract
 from services.controller.cli import start_controller
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,7 +55,7 @@ def get_controller_metadata(app: App, controller_address: str | None, interval: 
     """
     with app.controller(controller_address) as client:
         def show() -> None:
-            render.show_metadata(app, fmt, client.call_any("GET", "/v1/controller/metadata").data)
+            render.show_metadata(app, fmt, client.call_any("GET", contract.METADATA).data)
         app.watch(show, interval, count, in_place=fmt == "table")
 
 
@@ -90,7 +91,7 @@ def get_sync_state_set(app: App, controller_address: str | None, broker_names: t
     params: dict[str, Any] = {"brokerName": list(broker_names)} if broker_names else {"clusterName": cluster_name}
     with app.controller(controller_address) as client:
         def show() -> None:
-            env = client.call("GET", "/v1/controller/syncStateData", params=params)
+            env = client.call("GET", contract.SYNC_STATE_DATA, params=params)
             brokers = env.data["brokers"]
             missing = [n for n in broker_names if n not in {b["brokerName"] for b in brokers}]
             render.show_sync_state(app, fmt, brokers)
@@ -124,7 +125,7 @@ def elect_master(app: App, controller_address: str | None, cluster_name: str, br
       mqctl electMaster -a 127.0.0.1:9878 -c DefaultCluster -bn broker-a -b 2
     """
     with app.controller(controller_address) as client:
-        env = client.call("POST", "/v1/controller/electMaster", json={
+        env = client.call("POST", contract.ELECT_MASTER, json={
             "clusterName": cluster_name, "brokerName": broker_name, "brokerId": broker_id,
             "designateElect": True})
     # mqadmin echoes the names it was given, whatever the answer says
@@ -157,7 +158,7 @@ def clean_broker_metadata(app: App, controller_address: str | None, broker_name:
         if bad:
             raise UsageError(f"bad broker id {bad[0]!r} in -b: expected ids like '1;2;3'")
     with app.controller(controller_address) as client:
-        client.call("POST", "/v1/controller/cleanBrokerData", json={
+        client.call("POST", contract.CLEAN_BROKER_DATA, json={
             "clusterName": cluster_name, "brokerName": broker_name, "brokerControllerIdsToClean": ids,
             "isCleanLivingBroker": clean_living})
     render.show_cleaned(app, fmt, {"clusterName": cluster_name, "brokerName": broker_name,
@@ -182,7 +183,7 @@ def get_controller_config(app: App, controller_address: str | None, fmt: str) ->
     with app.controller(controller_address) as client:
         for address in addresses:
             try:
-                env = client.check(client.request_node(address, "GET", "/v1/controller/config"), ())
+                env = client.check(client.request_node(address, "GET", contract.CONFIG), ())
             except UnreachableError:
                 failed.append(address)
                 continue
@@ -209,7 +210,7 @@ def update_controller_config(app: App, controller_address: str | None, key: str,
     addresses = parse_addresses(controller_address)
     with app.controller(controller_address) as client:
         for address in addresses:
-            env = client.request_node(address, "POST", "/v1/controller/config", json={key: value})
+            env = client.request_node(address, "POST", contract.CONFIG, json={key: value})
             client.check(env, ())
     render.show_config_updated(app, fmt, addresses, key, value)
 

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from services.common.codes import ResponseCode
 from services.common.controller_client import AsyncControllerClient, parse_addresses
 from services.common.errors import ConfigError, MqctlError, RemoteError
+from services.controller import contract
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
 
 #: Answers that are decisions, not failures, for a broker's own election request.
 ELECT_ANSWERS = (ResponseCode.CONTROLLER_MASTER_STILL_EXIST, ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
@@ -50,6 +54,16 @@ class ControllerApi(Protocol):
     async def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
                                    sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]: ...
     async def heartbeat_all(self, body: dict[str, Any]) -> int: ...
+
+
+def checked(model: type[M], data: Any) -> M:
+    """An answer's ``data`` checked against the contract's model; a malformed one is a RemoteError."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'data'}: {e['msg']}" for e in exc.errors()[:3])
+        raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
+                          f"the controller's answer is malformed ({model.__name__}: {problem})") from None
 
 
 def key_refused(broker_id: int, broker_name: str, remark: str) -> ConfigError:
@@ -87,61 +101,63 @@ class BrokerControllerApi:
         return self.client.leader
 
     async def get_next_broker_id(self, cluster: str, broker_name: str) -> int:
-        env = await self.client.call("POST", "/v1/controller/getNextBrokerId",
+        env = await self.client.call("POST", contract.GET_NEXT_BROKER_ID,
                                      json={"clusterName": cluster, "brokerName": broker_name})
-        return int(env.data["nextBrokerId"])
+        return checked(contract.NextBrokerId, env.data).nextBrokerId
 
     async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
-        await self.client.call("POST", "/v1/controller/applyBrokerId", json={
+        await self.client.call("POST", contract.APPLY_BROKER_ID, json={
             "clusterName": cluster, "brokerName": broker_name, "appliedBrokerId": broker_id,
             "registerCheckCode": check_code, "publicKey": self.public_key})
 
     async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
         try:
-            env = await self.client.call("POST", "/v1/controller/registerBroker", json={
+            env = await self.client.call("POST", contract.REGISTER_BROKER, json={
                 "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "brokerAddress": address,
                 "publicKey": self.public_key})
         except RemoteError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
                 raise key_refused(broker_id, broker_name, exc.remark) from None
             raise
-        return dict(env.data)
+        return checked(contract.MasterView, env.data).model_dump()
 
     async def broker_keys(self, broker_name: str) -> dict[int, str]:
         """The public key of every broker id of ``broker_name``, as the controller holds them."""
-        env = await self.client.call("GET", "/v1/controller/brokerKeys", params={"brokerName": broker_name})
-        return {int(k["brokerId"]): str(k["publicKey"]) for k in env.data["keys"]}
+        env = await self.client.call("GET", contract.BROKER_KEYS, params={"brokerName": broker_name})
+        return {k.brokerId: k.publicKey for k in checked(contract.BrokerKeys, env.data).keys}
 
     async def get_replica_info(self, broker_name: str) -> dict[str, Any]:
-        env = await self.client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": broker_name})
-        return dict(env.data)
+        env = await self.client.call("GET", contract.REPLICA_INFO, params={"brokerName": broker_name})
+        return checked(contract.MasterView, env.data).model_dump()
 
     async def registered_replicas(self, broker_name: str) -> int:
         """How many replicas of ``broker_name`` the controller knows (in sync or not)."""
-        env = await self.client.call("GET", "/v1/controller/syncStateData", params={"brokerName": [broker_name]})
-        return sum(len(e["inSyncReplicas"]) + len(e["notInSyncReplicas"]) for e in env.data["brokers"])
+        env = await self.client.call("GET", contract.SYNC_STATE_DATA, params={"brokerName": [broker_name]})
+        data = checked(contract.SyncStateData, env.data)
+        return sum(len(e.inSyncReplicas) + len(e.notInSyncReplicas) for e in data.brokers)
 
     async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
         """Broker-triggered election; the answer (SUCCESS or MASTER_STILL_EXIST) or None if nobody won."""
-        env = await self.client.call("POST", "/v1/controller/electMaster", json={
+        env = await self.client.call("POST", contract.ELECT_MASTER, json={
             "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "designateElect": False},
             accept=ELECT_ANSWERS)
-        return elected(env.data, broker_name, env.remark)
+        view = checked(contract.MasterView, env.data) if env.data is not None else None
+        return elected(view.model_dump() if view is not None else None, broker_name, env.remark)
 
     async def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
                                    sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]:
         """``signature``: this master's, over the change (the controller refuses an unsigned alter for a
         master that registered a key)."""
-        env = await self.client.call("POST", "/v1/controller/alterSyncStateSet", json={
+        env = await self.client.call("POST", contract.ALTER_SYNC_STATE_SET, json={
             "brokerName": broker_name, "masterBrokerId": master_id, "masterEpoch": master_epoch,
             "newSyncStateSet": members, "syncStateSetEpoch": sync_state_set_epoch, "signature": signature})
-        return dict(env.data)
+        return checked(contract.AlterResult, env.data).model_dump()
 
     async def heartbeat_all(self, body: dict[str, Any]) -> int:
         """Send one heartbeat to every controller (not only the leader); returns how many answered."""
         async def one(address: str) -> bool:
             try:
-                env = await self.client.request_node(address, "POST", "/v1/controller/heartbeat", json=body,
+                env = await self.client.request_node(address, "POST", contract.HEARTBEAT, json=body,
                                                      timeout=HEARTBEAT_TIMEOUT_S)
             except MqctlError:
                 return False

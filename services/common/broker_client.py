@@ -15,6 +15,7 @@ from services.common.codes import ResponseCode, code_name
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError, RemoteError, UsageError
 from services.common.wire import Envelope, Wire
+from services.controller import contract
 
 
 class BrokerClient:
@@ -57,7 +58,7 @@ def broker_sets(controller: ControllerClient, broker_name: str | None, cluster: 
     if not broker_name and not cluster:
         raise UsageError("give -b brokerName or -c clusterName")
     params: dict[str, Any] = {"brokerName": [broker_name]} if broker_name else {"clusterName": cluster}
-    brokers = list(controller.call("GET", "/v1/controller/syncStateData", params=params).data["brokers"])
+    brokers = list(controller.call("GET", contract.SYNC_STATE_DATA, params=params).data["brokers"])
     if not brokers:
         what = f"broker-set {broker_name}" if broker_name else f"cluster {cluster}"
         raise UsageError(f"{what} is not known to the controller")

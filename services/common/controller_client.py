@@ -30,6 +30,7 @@ from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import AddressError, RemoteError, UnreachableError
 from services.common.wire import MAX_ANSWER_BYTES, Envelope, Wire, exchange, exchange_async
+from services.controller import contract
 
 __all__ = ["ADDRESS_EXAMPLE", "DEFAULT_CONTROLLER_ADDR", "ENV_CONTROLLER_ADDR", "MAX_ANSWER_BYTES",
            "AsyncControllerClient", "ControllerClient",
@@ -86,7 +87,7 @@ class ControllerClient:
     def _learn_peers(self) -> None:
         for address in self.addresses:
             try:
-                env = self.wire.exchange(address, "GET", "/v1/controller/metadata", what="controller",
+                env = self.wire.exchange(address, "GET", contract.METADATA, what="controller",
                                          headers={}, deadline=time.monotonic() + self.timeout)
             except (UnreachableError, RemoteError):
                 continue
@@ -205,7 +206,7 @@ class AsyncControllerClient:
         if key not in self._trusted and not self._peers_known:
             for configured in self.addresses:
                 try:
-                    env = await exchange_async(self.http, configured, "GET", "/v1/controller/metadata",
+                    env = await exchange_async(self.http, configured, "GET", contract.METADATA,
                                                what="controller", headers={}, deadline=time.monotonic() + self.timeout)
                 except (UnreachableError, RemoteError):
                     continue

@@ -22,6 +22,7 @@ from typing import Any
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import ConfigError, MqctlError, RemoteError
 from services.common.props import parse_properties
+from services.controller import contract
 from services.remoting import bodies
 from services.remoting import broker_bodies as bb
 from services.remoting import broker_headers as bh
@@ -318,12 +319,12 @@ def _failed(answer: RemotingCommand) -> Answer:
 Handler = Callable[[Call, dict[str, Any], dict[str, Any]], Answer]
 
 _ROUTES: dict[tuple[str, str], Handler] = {
-    ("GET", "/v1/controller/metadata"): _metadata,
-    ("GET", "/v1/controller/syncStateData"): _sync_state_data,
-    ("POST", "/v1/controller/electMaster"): _elect_master,
-    ("POST", "/v1/controller/cleanBrokerData"): _clean_broker_data,
-    ("GET", "/v1/controller/config"): _get_config,
-    ("POST", "/v1/controller/config"): _update_config,
+    ("GET", contract.METADATA): _metadata,
+    ("GET", contract.SYNC_STATE_DATA): _sync_state_data,
+    ("POST", contract.ELECT_MASTER): _elect_master,
+    ("POST", contract.CLEAN_BROKER_DATA): _clean_broker_data,
+    ("GET", contract.CONFIG): _get_config,
+    ("POST", contract.CONFIG): _update_config,
     ("GET", "/v1/broker/epochCache"): _epoch_cache,
     ("GET", "/v1/broker/haStatus"): _ha_status,
     ("POST", "/v1/broker/sendMessage"): _send_message,

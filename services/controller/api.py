@@ -6,112 +6,37 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from services.common.auth import install_token_check, token_ok
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
 from services.common.fields import (
     JAVA_LONG_MAX,
-    BrokerId,
-    BrokerIdOrNone,
-    Epoch,
-    EpochOrNone,
-    Flag,
-    JavaInt,
-    Name,
-    Offset,
-    OptionalName,
-    RequestId,
 )
 from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
+from services.controller import contract as c
 from services.controller.config import config_from_properties
+from services.controller.contract import (
+    MAX_LIST,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdRequest,
+    BrokerSetRequest,
+    CleanBrokerDataRequest,
+    ElectMasterBody,
+    HeartbeatRequest,
+    RegisterBrokerRequest,
+)
 from services.controller.controller import ControllerManager
-from services.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, MAX_PRIORITY, Heartbeat
+from services.controller.heartbeat import Heartbeat
 from services.controller.metrics import controller_registry
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
-
-#: A broker's Ed25519 public key as 64 lower-case hex characters ("" or absent: the broker brings none).
-PublicKey = Annotated[str, Field(pattern=r"^([0-9a-f]{64})?$")]
-#: SyncStateSets and name lists: far more members than any broker group has, far fewer than a body could hold.
-MAX_LIST = 1000
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=False)
-
-
-class BrokerSetRequest(_Model):
-    clusterName: Name
-    brokerName: Name
-
-
-class ApplyBrokerIdRequest(BrokerSetRequest):
-    appliedBrokerId: BrokerId
-    registerCheckCode: Name
-    publicKey: PublicKey = ""
-    requestId: RequestId | None = None
-
-
-class RegisterBrokerRequest(BrokerSetRequest):
-    brokerId: BrokerId
-    brokerAddress: Name
-    publicKey: PublicKey = ""
-    requestId: RequestId | None = None
-
-
-class HeartbeatRequest(_Model):
-    clusterName: Name
-    brokerName: Name
-    brokerAddr: Name
-    brokerId: BrokerId | None = None
-    epoch: EpochOrNone = -1
-    maxOffset: Offset = -1
-    confirmOffset: Offset = -1
-    # At most the controller's maxHeartbeatTimeoutMillis, checked by the route (it is configuration).
-    heartbeatTimeoutMills: Annotated[StrictInt, Field(ge=1)] = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
-    electionPriority: JavaInt = MAX_PRIORITY
-    asyncLearner: Flag = False
-    incarnation: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] = 0
-
-
-class AlterSyncStateSetRequest(_Model):
-    brokerName: Name
-    masterBrokerId: BrokerId
-    masterEpoch: Epoch
-    newSyncStateSet: list[BrokerId] = Field(min_length=1, max_length=MAX_LIST)
-    syncStateSetEpoch: Epoch
-    #: The master's signature over the change (hex), required when the master registered a key.
-    signature: Annotated[str, Field(pattern=r"^([0-9a-f]{128})?$")] = ""
-    requestId: RequestId | None = None
-
-
-class ElectMasterBody(_Model):
-    clusterName: OptionalName = ""
-    brokerName: Name
-    brokerId: BrokerIdOrNone = -1
-    designateElect: Flag = False
-    requestId: RequestId | None = None
-
-
-class CleanBrokerDataRequest(_Model):
-    clusterName: OptionalName | None = None
-    brokerName: Name
-    brokerControllerIdsToClean: Annotated[str, Field(max_length=4096)] | None = None
-    isCleanLivingBroker: Flag = False
-    requestId: RequestId | None = None
 
 
 def _answer(result: ControllerResult) -> JSONResponse:
     return respond(result.code, result.remark, result.data)
 
 
-P = "/v1/controller"
-#: Writes, and what brokers send (their calls and liveness), need the token when one is configured.
-PROTECTED_PATHS = frozenset(f"{P}/{name}" for name in ("applyBrokerId", "registerBroker", "heartbeat",
-                                                        "alterSyncStateSet", "electMaster", "cleanBrokerData",
-                                                        "config"))
 
 
 def _manager(request: Request) -> ControllerManager:
@@ -121,44 +46,44 @@ def _manager(request: Request) -> ControllerManager:
 
 #: The manager of the app serving the request (create_app puts it in app.state).
 Manager = Annotated[ControllerManager, Depends(_manager)]
-router = APIRouter(prefix=P)
+router = APIRouter(prefix=c.PREFIX)
 
 
 def create_app(manager: ControllerManager) -> FastAPI:
     app = new_app("mqctl controller", "RocketMQ-style controller API")
     app.state.manager = manager
     install_error_handlers(app)
-    install_token_check(app, lambda: manager.config.authToken, PROTECTED_PATHS)
+    install_token_check(app, lambda: manager.config.authToken, c.PROTECTED_PATHS)
     app.include_router(router)
     mount_metrics(app, controller_registry(manager))
     app.add_api_route("/healthz", healthz, methods=["GET"])
     return app
 
 
-@router.get("/metadata")
+@router.get(c.route(c.METADATA))
 async def metadata(m: Manager) -> JSONResponse:
     return respond(ResponseCode.SUCCESS, None, m.metadata())
 
 
-@router.post("/getNextBrokerId")
+@router.post(c.route(c.GET_NEXT_BROKER_ID))
 async def get_next_broker_id(req: BrokerSetRequest, m: Manager) -> JSONResponse:
     return _answer(await m.read(lambda s: s.get_next_broker_id(req.clusterName, req.brokerName)))
 
 
-@router.post("/applyBrokerId")
+@router.post(c.route(c.APPLY_BROKER_ID))
 async def apply_broker_id(req: ApplyBrokerIdRequest, m: Manager) -> JSONResponse:
     return _answer(await m.write(req.brokerName, lambda s: s.apply_broker_id(
         req.clusterName, req.brokerName, req.appliedBrokerId, req.registerCheckCode, req.publicKey),
         req.requestId))
 
 
-@router.post("/registerBroker")
+@router.post(c.route(c.REGISTER_BROKER))
 async def register_broker(req: RegisterBrokerRequest, m: Manager) -> JSONResponse:
     return _answer(await m.register_broker(req.clusterName, req.brokerName, req.brokerId, req.brokerAddress,
                                            req.requestId, req.publicKey))
 
 
-@router.post("/heartbeat")
+@router.post(c.route(c.HEARTBEAT))
 async def heartbeat(req: HeartbeatRequest, m: Manager) -> JSONResponse:
     if req.brokerId is None:
         return respond(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
@@ -172,7 +97,7 @@ async def heartbeat(req: HeartbeatRequest, m: Manager) -> JSONResponse:
                    {"controllerLeaderAddress": leader.address if leader else None, "isLeader": m.serving})
 
 
-@router.websocket("/channel")
+@router.websocket(c.route(c.CHANNEL))
 async def channel(websocket: WebSocket, clusterName: Annotated[str, Query(min_length=1, max_length=255)],
                   brokerName: Annotated[str, Query(min_length=1, max_length=255)],
                   brokerId: Annotated[int, Query(ge=1, le=JAVA_LONG_MAX)]) -> None:
@@ -193,14 +118,14 @@ async def channel(websocket: WebSocket, clusterName: Annotated[str, Query(min_le
         await m.on_channel_closed(clusterName, brokerName, brokerId)
 
 
-@router.post("/alterSyncStateSet")
+@router.post(c.route(c.ALTER_SYNC_STATE_SET))
 async def alter_sync_state_set(req: AlterSyncStateSetRequest, m: Manager) -> JSONResponse:
     return _answer(await m.write(req.brokerName, lambda s: s.alter_sync_state_set(
         req.brokerName, req.masterBrokerId, req.masterEpoch, req.newSyncStateSet,
         req.syncStateSetEpoch, m.alive, req.signature), req.requestId))
 
 
-@router.post("/electMaster")
+@router.post(c.route(c.ELECT_MASTER))
 async def elect_master(req: ElectMasterBody, m: Manager) -> JSONResponse:
     broker_id = None if req.brokerId < 0 else req.brokerId
     if req.designateElect and broker_id is None:
@@ -209,18 +134,18 @@ async def elect_master(req: ElectMasterBody, m: Manager) -> JSONResponse:
     return _answer(await m.elect_master(request, req.requestId))
 
 
-@router.get("/replicaInfo")
+@router.get(c.route(c.REPLICA_INFO))
 async def replica_info(brokerName: Annotated[str, Query(min_length=1, max_length=255)], m: Manager) -> JSONResponse:
     return _answer(await m.read(lambda s: s.get_replica_info(brokerName)))
 
 
-@router.get("/brokerKeys")
+@router.get(c.route(c.BROKER_KEYS))
 async def broker_keys(brokerName: Annotated[str, Query(min_length=1, max_length=255)], m: Manager) -> JSONResponse:
     """Public keys the replicas of a group prove their identity with (ha/auth.py); public data."""
     return _answer(await m.read(lambda s: s.broker_keys(brokerName)))
 
 
-@router.get("/syncStateData")
+@router.get(c.route(c.SYNC_STATE_DATA))
 async def sync_state_data(m: Manager, brokerName: Annotated[list[str] | None, Query()] = None,
                           clusterName: Annotated[str | None, Query(max_length=255)] = None) -> JSONResponse:
     if not brokerName and not clusterName:
@@ -235,14 +160,14 @@ async def sync_state_data(m: Manager, brokerName: Annotated[list[str] | None, Qu
     return _answer(await m.read(command))
 
 
-@router.post("/cleanBrokerData")
+@router.post(c.route(c.CLEAN_BROKER_DATA))
 async def clean_broker_data(req: CleanBrokerDataRequest, m: Manager) -> JSONResponse:
     return _answer(await m.write(req.brokerName, lambda s: s.clean_broker_data(
         req.clusterName, req.brokerName, req.brokerControllerIdsToClean, req.isCleanLivingBroker,
         m.alive), req.requestId))
 
 
-@router.get("/events")
+@router.get(c.route(c.EVENTS))
 async def events(m: Manager, fromIndex: Annotated[int, Query(ge=0, le=JAVA_LONG_MAX)] = 0,
                  limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> JSONResponse:
     def page(s: Any) -> ControllerResult:
@@ -253,12 +178,12 @@ async def events(m: Manager, fromIndex: Annotated[int, Query(ge=0, le=JAVA_LONG_
     return _answer(await m.read(page))
 
 
-@router.get("/config")
+@router.get(c.route(c.CONFIG))
 async def get_config(m: Manager) -> JSONResponse:
     return respond(ResponseCode.SUCCESS, None, {"config": m.config.as_properties()})
 
 
-@router.post("/config")
+@router.post(c.route(c.CONFIG))
 async def update_config(body: dict[str, Any], m: Manager) -> JSONResponse:
     return _answer(m.apply_config_update({str(k): _prop_text(v) for k, v in body.items()}))
 

@@ -217,3 +217,18 @@ def test_a_broker_registers_heartbeats_and_becomes_the_first_master(tmp_path: Pa
         assert config.identity_file.read_text() == "DefaultCluster#broker-a#1"
     finally:
         store.close()
+
+
+def test_http_an_answer_that_breaks_the_contract_is_a_remote_error() -> None:
+    def hostile(request: httpx.Request) -> httpx.Response:
+        return envelope(ResponseCode.SUCCESS, {"masterBrokerId": "one", "syncStateSet": "all of them"})
+
+    async def run() -> None:
+        api = BrokerControllerApi(A, timeout=0.5, transport=httpx.MockTransport(hostile))
+        try:
+            with pytest.raises(RemoteError, match="malformed .*MasterView") as info:
+                await api.get_replica_info("broker-a")
+            assert info.value.code == ResponseCode.SYSTEM_ERROR
+        finally:
+            await api.aclose()
+    asyncio.run(run())
