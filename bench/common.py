@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from services.common.controller_client import ControllerClient
+from services.controller import contract
 
 #: Where results go (``$MQCTL_BENCH_RESULTS`` overrides it, e.g. for the smoke tests).
 RESULTS = Path(os.environ.get("MQCTL_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
@@ -133,7 +134,7 @@ def events_since(client: ControllerClient, from_index: int) -> list[dict[str, An
     """Every controller event from ``from_index`` on, page by page."""
     found: list[dict[str, Any]] = []
     while True:
-        env = client.call("GET", "/v1/controller/events", params={"fromIndex": from_index, "limit": 10_000})
+        env = client.call("GET", contract.EVENTS, params={"fromIndex": from_index, "limit": 10_000})
         found += env.data["events"]
         if not env.data["events"]:
             return found

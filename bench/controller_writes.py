@@ -44,6 +44,7 @@ from bench.common import (
     write_result,
 )
 from mqctl.cluster import ControllerCluster, free_port_pair, send_and_wait, wait_until
+from services.controller import contract
 from services.remoting import headers as h
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import RequestCode, make_request
@@ -200,7 +201,7 @@ async def _drive(address: str, body: dict[str, Any], seconds: float,
     """``clients`` keep-alive connections, each sending its next write when the last is answered. The
     requests are encoded once (one per broker set), so the load generator costs little CPU."""
     host, _, port = address.rpartition(":")
-    requests = [request_bytes(address, "/v1/controller/applyBrokerId", {**body, "brokerName": f"bench-{g}"})
+    requests = [request_bytes(address, contract.APPLY_BROKER_ID, {**body, "brokerName": f"bench-{g}"})
                 for g in range(64)]
     stop = time.monotonic() + seconds
     done = 0

@@ -21,6 +21,7 @@ import httpx
 
 from bench.common import scratch_dir, summary, table, write_result
 from mqctl.cluster import DevCluster, wait_until
+from services.controller import contract
 from tests.chaos.harness import free_base_port
 
 GROUP = "broker-a"
@@ -57,7 +58,7 @@ class Writer(threading.Thread):
 
 def elect_event_after(cluster: DevCluster, epoch: int) -> dict[str, Any] | None:
     with cluster.client(timeout=2.0) as client:
-        data = client.call("GET", "/v1/controller/events", params={"fromIndex": 0, "limit": 10000}).data
+        data = client.call("GET", contract.EVENTS, params={"fromIndex": 0, "limit": 10000}).data
     for e in data["events"]:
         if e["eventType"] == "ELECT_MASTER" and e["elected"] and (e["masterEpoch"] or 0) > epoch:
             return dict(e)

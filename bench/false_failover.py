@@ -18,6 +18,7 @@ from typing import Any
 
 from bench.common import events_since, scratch_dir, table, write_result
 from bench.replicated_writes import drive, start
+from services.controller import contract
 
 
 def main() -> None:
@@ -34,7 +35,7 @@ def main() -> None:
         assert master is not None
         before = cluster.sync_state("broker-a")
         with cluster.client(timeout=10.0) as client:
-            first = client.call("GET", "/v1/controller/events", params={"limit": 1}).data["latestIndex"] + 1
+            first = client.call("GET", contract.EVENTS, params={"limit": 1}).data["latestIndex"] + 1
         outcome: dict[str, Any] = {}
 
         def load() -> None:

@@ -39,6 +39,7 @@ from bench.common import (
 )
 from mqctl.cluster import DEMO_CONTROLLER, ControllerCluster, wait_until
 from services.common.controller_client import ControllerClient
+from services.controller import contract
 
 CLUSTER = "SoakCluster"
 
@@ -69,7 +70,7 @@ async def simulate(indexes: list[int], names: list[tuple[str, int]], controllers
         for c in controllers:
             host, _, port = c.rpartition(":")
             conns.append((await asyncio.open_connection(host, int(port)),
-                          request_bytes(c, "/v1/controller/heartbeat", body)))
+                          request_bytes(c, contract.HEARTBEAT, body)))
         next_at = start + interval * (index % 997) / 997  # spread evenly over the interval
         while next_at < stop:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -109,10 +110,10 @@ def worker_main(args: argparse.Namespace) -> None:
 def register_all(client: ControllerClient, names: list[tuple[str, int]]) -> None:
     def one(index: int) -> None:
         name, broker_id = names[index]
-        client.call("POST", "/v1/controller/applyBrokerId", json={
+        client.call("POST", contract.APPLY_BROKER_ID, json={
             "clusterName": CLUSTER, "brokerName": name, "appliedBrokerId": broker_id,
             "registerCheckCode": f"{fake_address(index)};{index}"})
-        client.call("POST", "/v1/controller/registerBroker", json={
+        client.call("POST", contract.REGISTER_BROKER, json={
             "clusterName": CLUSTER, "brokerName": name, "brokerId": broker_id, "brokerAddress": fake_address(index)})
     with ThreadPoolExecutor(8) as pool:  # the first broker of a group creates its broker set
         list(pool.map(one, [i for i, (_, broker_id) in enumerate(names) if broker_id == 1]))
@@ -122,7 +123,7 @@ def register_all(client: ControllerClient, names: list[tuple[str, int]]) -> None
 def masters(client: ControllerClient, groups: list[str]) -> dict[str, tuple[int | None, int | None]]:
     seen: dict[str, tuple[int | None, int | None]] = {}
     for i in range(0, len(groups), 50):
-        env = client.call("GET", "/v1/controller/syncStateData", params={"brokerName": groups[i:i + 50]})
+        env = client.call("GET", contract.SYNC_STATE_DATA, params={"brokerName": groups[i:i + 50]})
         for entry in env.data["brokers"]:
             seen[entry["brokerName"]] = (entry.get("masterBrokerId"), entry.get("masterEpoch"))
     return seen
@@ -130,7 +131,7 @@ def masters(client: ControllerClient, groups: list[str]) -> dict[str, tuple[int 
 
 def elect_all(client: ControllerClient, groups: list[str]) -> None:
     def one(group: str) -> None:
-        client.call("POST", "/v1/controller/electMaster", json={"clusterName": CLUSTER, "brokerName": group,
+        client.call("POST", contract.ELECT_MASTER, json={"clusterName": CLUSTER, "brokerName": group,
                                                                 "brokerId": 1, "designateElect": True})
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, groups))
@@ -178,7 +179,7 @@ def main() -> None:
         elect_all(client, groups)
         before = masters(client, groups)
         assert all(m[0] is not None for m in before.values()), "a group has no master after the elections"
-        first_index = client.call("GET", "/v1/controller/events", params={"limit": 1}).data["latestIndex"] + 1
+        first_index = client.call("GET", contract.EVENTS, params={"limit": 1}).data["latestIndex"] + 1
         pids = [n.process.pid for n in cluster.nodes if n.process is not None]
         cpu_before = [cpu_seconds(p) for p in pids]
         soak_started = time.monotonic()

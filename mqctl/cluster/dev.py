@@ -197,8 +197,8 @@ class DevCluster:
 
     def sync_state(self, group: str) -> dict[str, Any]:
         with self.client() as client:
-            brokers = client.call("GET", contract.SYNC_STATE_DATA, params={"brokerName": [group]}).data["brokers"]
-        return dict(brokers[0]) if brokers else {}
+            brokers = client.sync_state_data([group]).brokers
+        return brokers[0].model_dump() if brokers else {}
 
     def ensure_raft_password(self) -> None:
         """Clusters created before every controller had a Raft password: give their configs the shared

@@ -10,7 +10,6 @@ from typing import Any
 
 from mqctl.cluster.nodes import BrokerNode, ControllerCluster, make_broker
 from mqctl.cluster.processes import wait_until
-from services.controller import contract
 
 __all__ = ["DEMO_BROKER", "DEMO_CONTROLLER", "LocalCluster"]
 
@@ -72,9 +71,8 @@ class LocalCluster:
     def sync_state(self, broker_name: str) -> dict[str, Any]:
         assert self.controller_cluster is not None
         with self.controller_cluster.client(timeout=3.0) as client:
-            brokers = client.call("GET", contract.SYNC_STATE_DATA,
-                                  params={"brokerName": [broker_name]}).data["brokers"]
-        return dict(brokers[0]) if brokers else {}
+            brokers = client.sync_state_data([broker_name]).brokers
+        return brokers[0].model_dump() if brokers else {}
 
     def master_of(self, broker_name: str) -> BrokerNode | None:
         address = self.sync_state(broker_name).get("masterAddress")

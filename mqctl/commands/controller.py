@@ -88,11 +88,9 @@ def get_sync_state_set(app: App, controller_address: str | None, broker_names: t
     if namesrv and not broker_names:
         with app.namesrv(namesrv) as names:
             broker_names = tuple(bs["brokerName"] for bs in names.broker_sets(None, cluster_name))
-    params: dict[str, Any] = {"brokerName": list(broker_names)} if broker_names else {"clusterName": cluster_name}
     with app.controller(controller_address) as client:
         def show() -> None:
-            env = client.call("GET", contract.SYNC_STATE_DATA, params=params)
-            brokers = env.data["brokers"]
+            brokers = [b.model_dump() for b in client.sync_state_data(broker_names, cluster_name).brokers]
             missing = [n for n in broker_names if n not in {b["brokerName"] for b in brokers}]
             render.show_sync_state(app, fmt, brokers)
             if fmt == "mqadmin":

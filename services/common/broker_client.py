@@ -15,7 +15,6 @@ from services.common.codes import ResponseCode, code_name
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError, RemoteError, UsageError
 from services.common.wire import Envelope, Wire
-from services.controller import contract
 
 
 class BrokerClient:
@@ -57,8 +56,8 @@ def broker_sets(controller: ControllerClient, broker_name: str | None, cluster: 
     """Replica views (master, in-sync and other replicas with addresses) from the controller."""
     if not broker_name and not cluster:
         raise UsageError("give -b brokerName or -c clusterName")
-    params: dict[str, Any] = {"brokerName": [broker_name]} if broker_name else {"clusterName": cluster}
-    brokers = list(controller.call("GET", contract.SYNC_STATE_DATA, params=params).data["brokers"])
+    data = controller.sync_state_data([broker_name] if broker_name else [], cluster)
+    brokers = [b.model_dump() for b in data.brokers]
     if not brokers:
         what = f"broker-set {broker_name}" if broker_name else f"cluster {cluster}"
         raise UsageError(f"{what} is not known to the controller")

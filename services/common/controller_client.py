@@ -14,6 +14,7 @@ import time
 from typing import Any, Self
 
 import httpx
+from pydantic import ValidationError
 
 from services.common.addresses import (
     ADDRESS_EXAMPLE,
@@ -151,6 +152,21 @@ class ControllerClient:
             if hint and str(hint) not in tried:
                 candidates.insert(0, str(hint))
         return None, not_leader
+
+    def sync_state_data(self, broker_names: list[str] | tuple[str, ...] = (),
+                        cluster: str | None = None) -> contract.SyncStateData:
+        """The groups' masters and replicas (by name, or every group of ``cluster``), checked against the
+        contract: an answer that breaks it is a RemoteError, whoever wrote it (our controller, or a
+        RocketMQ one over remoting)."""
+        params: dict[str, Any] = {"brokerName": list(broker_names)} if broker_names else {"clusterName": cluster}
+        env = self.call("GET", contract.SYNC_STATE_DATA, params=params)
+        try:
+            return contract.SyncStateData.model_validate(env.data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
+                              f"controller {env.address} answered syncStateData malformed "
+                              f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
 
     def call_any(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Envelope:
         """Send to the first node that answers (for requests any node serves)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from mqctl.cluster import DevCluster
 from services.common.broker_client import BrokerClient, replica_addresses
+from services.controller import contract
 from tests.chaos.harness import GROUP, TOPIC, History
 
 
@@ -56,7 +57,7 @@ def controller_events(cluster: DevCluster) -> list[dict[str, Any]]:
     with cluster.client(timeout=5.0) as client:
         cursor = 0
         while True:
-            data = client.call("GET", "/v1/controller/events", params={"fromIndex": cursor, "limit": 5000}).data
+            data = client.call("GET", contract.EVENTS, params={"fromIndex": cursor, "limit": 5000}).data
             events.extend(data["events"])
             if not data["events"]:
                 return events

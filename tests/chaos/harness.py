@@ -33,6 +33,7 @@ from services.broker.ha.frames import (
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
 from services.common.remoting_client import RemotingClient
+from services.controller import contract
 from services.remoting.bodies import SyncStateSet
 from services.remoting.command import RequestCode, make_request
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
@@ -266,7 +267,7 @@ class ChaosRun:
         with self.cluster.client(timeout=1.0) as client:
             for node in self.cluster.controllers():
                 try:
-                    data = client.request_node(node.address, "GET", "/v1/controller/metadata").data
+                    data = client.request_node(node.address, "GET", contract.METADATA).data
                 except MqctlError:
                     continue
                 if bool(data.get("isLeader")) == leader:
@@ -329,7 +330,7 @@ class ChaosRun:
         target = rng.choice(candidates)
         self._record_fault("admin_elect", f"broker id {target}")
         with self.cluster.client(timeout=3.0) as client:
-            client.call("POST", "/v1/controller/electMaster", json={
+            client.call("POST", contract.ELECT_MASTER, json={
                 "clusterName": state["clusterName"], "brokerName": GROUP, "brokerId": target,
                 "designateElect": True}, accept=tuple(range(1, 3000)))
         return f"broker id {target}"

@@ -46,6 +46,7 @@ from services.broker.replicas_manager import Role
 from services.common.codes import ResponseCode as RC
 from services.common.codes import code_name
 from services.controller import api as controller_api
+from services.controller import contract
 from services.controller.config import ControllerConfig
 from services.controller.controller import ControllerManager
 from services.controller.events import Event, encode_entry
@@ -343,7 +344,7 @@ def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 WRITES = st.one_of(
     st.tuples(
-        st.just("/v1/controller/applyBrokerId"),
+        st.just(contract.APPLY_BROKER_ID),
         st.fixed_dictionaries(
             {
                 "clusterName": maybe(st.just("DefaultCluster")),
@@ -356,7 +357,7 @@ WRITES = st.one_of(
         ),
     ),
     st.tuples(
-        st.just("/v1/controller/registerBroker"),
+        st.just(contract.REGISTER_BROKER),
         st.fixed_dictionaries(
             {
                 "clusterName": maybe(st.just("DefaultCluster")),
@@ -367,7 +368,7 @@ WRITES = st.one_of(
         ),
     ),
     st.tuples(
-        st.just("/v1/controller/alterSyncStateSet"),
+        st.just(contract.ALTER_SYNC_STATE_SET),
         st.fixed_dictionaries(
             {
                 "brokerName": maybe(NAMES),
@@ -379,7 +380,7 @@ WRITES = st.one_of(
         ),
     ),
     st.tuples(
-        st.just("/v1/controller/electMaster"),
+        st.just(contract.ELECT_MASTER),
         st.fixed_dictionaries(
             {
                 "clusterName": maybe(st.just("DefaultCluster")),
@@ -390,7 +391,7 @@ WRITES = st.one_of(
         ),
     ),
     st.tuples(
-        st.just("/v1/controller/cleanBrokerData"),
+        st.just(contract.CLEAN_BROKER_DATA),
         st.fixed_dictionaries(
             {
                 "clusterName": maybe(st.just("DefaultCluster")),
@@ -403,7 +404,7 @@ WRITES = st.one_of(
         ),
     ),
     st.tuples(
-        st.just("/v1/controller/heartbeat"),
+        st.just(contract.HEARTBEAT),
         st.fixed_dictionaries(
             {
                 "clusterName": maybe(st.just("DefaultCluster")),
@@ -572,7 +573,7 @@ def test_heartbeat_numbers_are_strict_integers_in_range(services: SimpleNamespac
             "brokerId": 1, **numbers}
     before = sorted(c.manager.heartbeats.snapshot(), key=repr)
     with get_client(c.app) as client:
-        response = client.post("/v1/controller/heartbeat", json=body)
+        response = client.post(contract.HEARTBEAT, json=body)
     answer = check_envelope(response.status_code, response.json(), f"heartbeat {body!r}")
     bad = [f for f, v in numbers.items() if not _in_range(f, v) and not (f == "brokerId" and v is None)]
     if bad:
@@ -608,7 +609,7 @@ def test_request_ids_are_bounded_before_they_reach_raft(services: SimpleNamespac
     body = {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 1,
             "brokerAddress": "127.0.0.1:10911", "requestId": request_id}
     with get_client(c.app) as client:
-        response = client.post("/v1/controller/registerBroker", json=body)
+        response = client.post(contract.REGISTER_BROKER, json=body)
     answer = check_envelope(response.status_code, response.json(), f"registerBroker {request_id!r}")
     plain = isinstance(request_id, str) and re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", request_id) is not None
     if not plain and request_id is not None:  # absent: the server makes one up
@@ -622,9 +623,9 @@ def test_unknown_routes_and_methods_answer_with_the_envelope(services: SimpleNam
         with get_client(app) as client:
             for method, path in (
                 ("GET", "/nope"),
-                ("DELETE", "/v1/controller/metadata"),
+                ("DELETE", contract.METADATA),
                 ("PUT", "/v1/broker/sendMessage"),
-                ("POST", "/v1/controller/heartbeat"),
+                ("POST", contract.HEARTBEAT),
                 ("POST", "/v1/broker/sendMessage"),
             ):
                 response = client.request(method, path, data=b"{not json")

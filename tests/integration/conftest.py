@@ -18,6 +18,7 @@ import pytest
 from mqctl.cluster import BrokerNode, ControllerCluster
 from services.common.controller_client import ControllerClient, Envelope
 from services.common.errors import MqctlError
+from services.controller import contract
 
 FAST_SCANS = {"scanNotActiveBrokerInterval": 300, "scanInactiveMasterInterval": 500,
               "notifyBrokerRoleChanged": "false"}
@@ -100,7 +101,7 @@ class FakeBrokerHeartbeats:
             for body in list(self.brokers.values()):
                 for address in self.addresses:
                     try:
-                        client.request_node(address, "POST", "/v1/controller/heartbeat", json=body)
+                        client.request_node(address, "POST", contract.HEARTBEAT, json=body)
                     except MqctlError:
                         pass
 
@@ -130,12 +131,12 @@ def heartbeats(controllers: ControllerCluster) -> Iterator[FakeBrokerHeartbeats]
 
 def register_broker(client: ControllerClient, cluster: str, name: str, address: str) -> int:
     """getNextBrokerId → applyBrokerId → registerBroker, as a starting broker does."""
-    next_id = client.call("POST", "/v1/controller/getNextBrokerId",
+    next_id = client.call("POST", contract.GET_NEXT_BROKER_ID,
                           json={"clusterName": cluster, "brokerName": name}).data["nextBrokerId"]
-    client.call("POST", "/v1/controller/applyBrokerId", json={
+    client.call("POST", contract.APPLY_BROKER_ID, json={
         "clusterName": cluster, "brokerName": name, "appliedBrokerId": next_id,
         "registerCheckCode": f"{address};{int(time.time() * 1000)}"})
-    client.call("POST", "/v1/controller/registerBroker", json={
+    client.call("POST", contract.REGISTER_BROKER, json={
         "clusterName": cluster, "brokerName": name, "brokerId": next_id, "brokerAddress": address})
     return int(next_id)
 

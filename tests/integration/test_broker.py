@@ -11,6 +11,7 @@ import pytest
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as RC
+from services.controller import contract
 from tests.integration.conftest import poll, run_cli
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ def brokers(tmp_path: Path) -> Iterator[list[BrokerNode]]:
 
 def sync_state(controllers: ControllerCluster, name: str) -> dict:
     with controllers.client() as client:
-        return client.call("GET", "/v1/controller/syncStateData", params={"brokerName": name}).data["brokers"][0]
+        return client.call("GET", contract.SYNC_STATE_DATA, params={"brokerName": name}).data["brokers"][0]
 
 
 def runtime(node: BrokerNode) -> dict:

@@ -11,6 +11,7 @@ import pytest
 
 from mqctl.cluster import ControllerCluster
 from services.common.codes import ResponseCode as RC
+from services.controller import contract
 from tests.integration.conftest import FakeBrokerHeartbeats, call, poll, register_broker, run_cli
 
 pytestmark = pytest.mark.integration
@@ -20,17 +21,17 @@ ADDRS = {1: "127.0.0.1:19001", 2: "127.0.0.1:19002", 3: "127.0.0.1:19003", 4: "1
 
 
 def replica_info(client, name=NAME):
-    return client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": name}).data
+    return client.call("GET", contract.REPLICA_INFO, params={"brokerName": name}).data
 
 
 def alter(client, master, master_epoch, members, ss_epoch):
-    return call(client, "POST", "/v1/controller/alterSyncStateSet", json={
+    return call(client, "POST", contract.ALTER_SYNC_STATE_SET, json={
         "brokerName": NAME, "masterBrokerId": master, "masterEpoch": master_epoch,
         "newSyncStateSet": members, "syncStateSetEpoch": ss_epoch})
 
 
 def elect(client, broker_id, designate=False):
-    return call(client, "POST", "/v1/controller/electMaster", json={
+    return call(client, "POST", contract.ELECT_MASTER, json={
         "clusterName": CLUSTER, "brokerName": NAME, "brokerId": broker_id, "designateElect": designate})
 
 
@@ -57,7 +58,7 @@ def test_registration_election_fencing_and_failover(controllers: ControllerClust
     setup_group(controllers, heartbeats)
     with controllers.client() as client:
         # A broker registering after the election learns the live master from the answer.
-        again = client.call("POST", "/v1/controller/registerBroker", json={
+        again = client.call("POST", contract.REGISTER_BROKER, json={
             "clusterName": CLUSTER, "brokerName": NAME, "brokerId": 3, "brokerAddress": ADDRS[3]}).data
         assert (again["masterBrokerId"], again["masterAddress"], again["masterEpoch"]) == (1, ADDRS[1], 1)
         heartbeats.beat_once()  # a registration starts a new incarnation: the live entry is fresh again
@@ -80,7 +81,7 @@ def test_registration_election_fencing_and_failover(controllers: ControllerClust
         assert info["syncStateSet"] == [info["masterBrokerId"]]
         # Broker 3 reported the higher maxOffset at the same epoch, so it wins.
         assert info["masterBrokerId"] == 3
-        events = client.call("GET", "/v1/controller/events").data["events"]
+        events = client.call("GET", contract.EVENTS).data["events"]
         elections = [e for e in events if e["eventType"] == "ELECT_MASTER"]
         assert [(e["electReason"], e["masterEpoch"]) for e in elections] == [("INITIAL", 1), ("FAILOVER", 2)]
         assert all(e["timestamp"] > 1_600_000_000_000 for e in events)
@@ -93,9 +94,9 @@ def test_registration_election_fencing_and_failover(controllers: ControllerClust
         assert replica_info(client) == info
         # The restarted node catches up and answers as a follower that points at the leader.
         leader.start()
-        poll(lambda: call(client, "GET", "/v1/controller/metadata").data, 10, "restart")
+        poll(lambda: call(client, "GET", contract.METADATA).data, 10, "restart")
         with controllers.client() as direct:
-            env = poll(lambda: (e := direct.request_node(leader.address, "GET", "/v1/controller/replicaInfo",
+            env = poll(lambda: (e := direct.request_node(leader.address, "GET", contract.REPLICA_INFO,
                                                          params={"brokerName": NAME}))
                        .code == RC.CONTROLLER_NOT_LEADER and e.data["controllerLeaderAddress"] and e, 30,
                        "restarted node to redirect to the leader")
@@ -107,7 +108,7 @@ def test_follower_redirects_and_bad_input(controllers: ControllerCluster) -> Non
     follower = next(n for n in controllers.nodes if n is not leader)
     with controllers.client() as client:
         def ask_follower() -> Any:
-            env = client.request_node(follower.address, "POST", "/v1/controller/getNextBrokerId",
+            env = client.request_node(follower.address, "POST", contract.GET_NEXT_BROKER_ID,
                                       json={"clusterName": CLUSTER, "brokerName": NAME})
             assert env.code == RC.CONTROLLER_NOT_LEADER
             return env.data
@@ -118,17 +119,17 @@ def test_follower_redirects_and_bad_input(controllers: ControllerCluster) -> Non
         # Malformed input: a structured INVALID_PARAMETER, never a 500.
         for body in ({"clusterName": CLUSTER}, {"clusterName": CLUSTER, "brokerName": NAME, "brokerId": "x",
                                                 "brokerAddress": "a"}, [1, 2]):
-            bad = client.request_node(leader.address, "POST", "/v1/controller/registerBroker", json=body)
+            bad = client.request_node(leader.address, "POST", contract.REGISTER_BROKER, json=body)
             assert bad.code == RC.INVALID_PARAMETER, bad
         unknown = client.request_node(leader.address, "GET", "/v1/controller/nope")
         assert unknown.code == RC.REQUEST_CODE_NOT_SUPPORTED
-        hb = client.request_node(follower.address, "POST", "/v1/controller/heartbeat", json={
+        hb = client.request_node(follower.address, "POST", contract.HEARTBEAT, json={
             "clusterName": CLUSTER, "brokerName": NAME, "brokerAddr": "127.0.0.1:1"})
         assert hb.code == RC.CONTROLLER_INVALID_REQUEST
     # Following the leader from a follower's address alone works.
     with controllers.client() as c:
         c.addresses = [follower.address]
-        assert c.call("POST", "/v1/controller/getNextBrokerId",
+        assert c.call("POST", contract.GET_NEXT_BROKER_ID,
                       json={"clusterName": CLUSTER, "brokerName": NAME}).data["nextBrokerId"] == 1
 
 
@@ -143,7 +144,7 @@ def test_kill_all_and_restart_keeps_metadata_after_compaction(tmp_path: Path) ->
             for i in range(30):  # 90 log entries: well past the compaction threshold
                 register_broker(client, CLUSTER, f"broker-{i}", f"127.0.0.1:{20000 + i}")
             before = {i: replica_info(client, f"broker-{i}") for i in range(30)}
-            history = client.call("GET", "/v1/controller/events", params={"limit": 10000}).data
+            history = client.call("GET", contract.EVENTS, params={"limit": 10000}).data
         dumps = poll(lambda: all((n.conf_file.parent / "store" / "raft" / "raft.dump").exists()
                                  for n in cluster.nodes), 30, "a Raft snapshot on every node")
         assert dumps
@@ -153,9 +154,9 @@ def test_kill_all_and_restart_keeps_metadata_after_compaction(tmp_path: Path) ->
         with cluster.client(timeout=15) as client:
             after = {i: replica_info(client, f"broker-{i}") for i in range(30)}
             assert after == before
-            assert client.call("GET", "/v1/controller/events",
+            assert client.call("GET", contract.EVENTS,
                                params={"limit": 10000}).data["events"] == history["events"]
-            assert client.call("POST", "/v1/controller/getNextBrokerId",
+            assert client.call("POST", contract.GET_NEXT_BROKER_ID,
                                json={"clusterName": CLUSTER, "brokerName": "broker-0"}).data["nextBrokerId"] == 2
     finally:
         cluster.kill_all()
@@ -234,7 +235,7 @@ def test_admin_commands_from_any_node_in_all_formats(controllers: ControllerClus
     assert live.returncode == 4 and "CONTROLLER_INVALID_CLEAN_BROKER_METADATA" in live.stderr
     heartbeats.remove(3)
     with controllers.client() as client:
-        poll(lambda: not next(r for r in client.call("GET", "/v1/controller/syncStateData",
+        poll(lambda: not next(r for r in client.call("GET", contract.SYNC_STATE_DATA,
                                                        params={"brokerName": NAME}).data["brokers"][0]
                               ["notInSyncReplicas"] if r["brokerId"] == 3)["alive"], 15, "broker 3 dead")
     cleaned = run_cli("cleanBrokerMetadata", "-a", a, "-c", CLUSTER, "-bn", NAME, "-b", "3", "--format", "mqadmin")
@@ -274,7 +275,7 @@ def test_leader_cut_off_from_majority_stops_serving_quickly(controllers: Control
     try:
         stopped = time.monotonic()
         with controllers.client(timeout=1.0) as direct:
-            env = poll(lambda: (e := direct.request_node(leader.address, "GET", "/v1/controller/replicaInfo",
+            env = poll(lambda: (e := direct.request_node(leader.address, "GET", contract.REPLICA_INFO,
                                                          params={"brokerName": NAME})).code != RC.SUCCESS and e,
                        10, "the isolated leader to stop serving")
         assert env.code == RC.CONTROLLER_NOT_LEADER

@@ -16,6 +16,7 @@ import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.broker_client import BrokerClient
+from services.controller import contract
 from tests.integration.conftest import poll
 from tests.integration.test_broker import FAST_BROKER, runtime, wait_role
 
@@ -96,12 +97,12 @@ def test_a_forged_alter_cannot_put_a_lagging_replica_in_sync(controller: Control
     poll(lambda: sorted(runtime(master)["syncStateSet"]) == sorted([master_id, slave_id]), 30,
          "the master's own (signed) expansion to commit")
     with ControllerClient(controller.addresses.split(";"), timeout=5.0) as client:
-        info = client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": "broker-a"}).data
-        forged = client.call("POST", "/v1/controller/alterSyncStateSet", json={
+        info = client.call("GET", contract.REPLICA_INFO, params={"brokerName": "broker-a"}).data
+        forged = client.call("POST", contract.ALTER_SYNC_STATE_SET, json={
             "brokerName": "broker-a", "masterBrokerId": master_id, "masterEpoch": info["masterEpoch"],
             "newSyncStateSet": [master_id], "syncStateSetEpoch": info["syncStateSetEpoch"]},
             accept=(ResponseCode.NO_PERMISSION,))
         assert forged.code == ResponseCode.NO_PERMISSION, forged
-        after = client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": "broker-a"}).data
+        after = client.call("GET", contract.REPLICA_INFO, params={"brokerName": "broker-a"}).data
     assert after["syncStateSetEpoch"] == info["syncStateSetEpoch"]
     assert sorted(after["syncStateSet"]) == sorted([master_id, slave_id])

@@ -26,6 +26,7 @@ import pytest
 
 from mqctl.cluster import RAFT_PASSWORD_FILE, ControllerCluster, DevCluster, free_port_pair
 from services.common.controller_client import ControllerClient
+from services.controller import contract
 from services.controller.raft_transport import MAX_FRAME_BYTES
 from tests.integration.conftest import FAST_SCANS, call, poll, run_cli
 
@@ -225,7 +226,7 @@ def applied_everywhere(cluster: ControllerCluster, index: int) -> bool:
         if not node.alive():
             continue
         with ControllerClient([node.address], timeout=2.0) as c:
-            raft = c.request_node(node.address, "GET", "/v1/controller/metadata").data["raft"]
+            raft = c.request_node(node.address, "GET", contract.METADATA).data["raft"]
         if (raft.get("lastApplied") or 0) < index:
             return False
     return True
@@ -247,17 +248,17 @@ def test_a_local_group_shares_a_generated_password_and_elects_and_replicates_und
             held += flood(node.port + 1, rng)
         with cluster.client() as client:
             for broker_id in (1, 2):
-                answer = call(client, "POST", "/v1/controller/applyBrokerId", json={
+                answer = call(client, "POST", contract.APPLY_BROKER_ID, json={
                     "clusterName": "c", "brokerName": "b", "appliedBrokerId": broker_id,
                     "registerCheckCode": f"127.0.0.1:{broker_id};1"})
                 assert answer.code == 0, answer
-            index = client.call_any("GET", "/v1/controller/metadata").data["raft"]["commitIndex"]
+            index = client.call_any("GET", contract.METADATA).data["raft"]["commitIndex"]
         poll(lambda: applied_everywhere(cluster, index), 30, "every controller to apply the writes")
         first.kill()
         second = cluster.leader(timeout=60)
         assert second is not first
         with cluster.client() as client:
-            answer = call(client, "POST", "/v1/controller/applyBrokerId", json={
+            answer = call(client, "POST", contract.APPLY_BROKER_ID, json={
                 "clusterName": "c", "brokerName": "b", "appliedBrokerId": 3, "registerCheckCode": "127.0.0.1:3;1"})
             assert answer.code == 0, answer
         password = password_file.read_text().strip()

@@ -18,6 +18,7 @@ import pytest
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.broker.commitlog import encode_record
 from services.common.broker_client import BrokerClient
+from services.controller import contract
 from tests.integration.conftest import poll
 from tests.integration.test_broker import pull_all, runtime, sync_state, wait_role
 from tests.integration.test_replication import HA, commitlog_bytes, in_sync_ids
@@ -48,7 +49,7 @@ def epochs_of(node: BrokerNode) -> list[tuple[int, int]]:
 
 def elect(controllers: ControllerCluster, broker_id: int) -> None:
     with controllers.client() as client:
-        client.call("POST", "/v1/controller/electMaster", json={
+        client.call("POST", contract.ELECT_MASTER, json={
             "clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": broker_id, "designateElect": True})
 
 
@@ -146,7 +147,7 @@ def test_heartbeats_seen_by_followers_survive_a_leader_change(controllers: Contr
                 register_broker(client, "c", "g", f"127.0.0.1:{19100 + i}")
                 heartbeats.add("c", "g", i, f"127.0.0.1:{19100 + i}", timeout_ms=1500)
             heartbeats.beat_once()
-            client.call("POST", "/v1/controller/electMaster", json={"clusterName": "c", "brokerName": "g",
+            client.call("POST", contract.ELECT_MASTER, json={"clusterName": "c", "brokerName": "g",
                                                                      "brokerId": 1})
         old = controllers.leader()
         old.kill()
@@ -154,7 +155,7 @@ def test_heartbeats_seen_by_followers_survive_a_leader_change(controllers: Contr
         deadline = time.monotonic() + 5  # the new leader scans every 500 ms: watch several scans past its grace
         while time.monotonic() < deadline:
             with controllers.client() as client:
-                info = client.call("GET", "/v1/controller/replicaInfo", params={"brokerName": "g"}).data
+                info = client.call("GET", contract.REPLICA_INFO, params={"brokerName": "g"}).data
             assert (info["masterBrokerId"], info["masterEpoch"]) == (1, 1), "false failover after a leader change"
             time.sleep(0.3)
     finally:

@@ -11,6 +11,7 @@ import pytest
 from mqctl.cluster import ControllerCluster, make_broker
 from services.common.codes import ResponseCode as RC
 from services.common.controller_client import ControllerClient
+from services.controller import contract
 from tests.integration.conftest import call, poll, run_cli
 from tests.integration.test_broker import FAST_BROKER, wait_role
 
@@ -29,12 +30,12 @@ def test_wrong_raft_password_cannot_join(tmp_path: Path) -> None:
         assert leader is not intruder
         with cluster.client() as client:
             client.addresses = [n.address for n in cluster.nodes[:2]]
-            call(client, "POST", "/v1/controller/applyBrokerId", json={
+            call(client, "POST", contract.APPLY_BROKER_ID, json={
                 "clusterName": "c", "brokerName": "b", "appliedBrokerId": 1, "registerCheckCode": "x:1;1"})
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             with ControllerClient([intruder.address], timeout=1.0) as c:
-                meta = c.request_node(intruder.address, "GET", "/v1/controller/metadata").data
+                meta = c.request_node(intruder.address, "GET", contract.METADATA).data
             assert meta["controllerLeaderId"] in (None, intruder.node_id)
             assert meta["raft"]["commitIndex"] in (0, None) or meta["raft"]["lastApplied"] <= 2
             time.sleep(0.3)
@@ -56,11 +57,11 @@ def test_mutating_calls_need_the_token(tmp_path: Path) -> None:
         broker.start()
         wait_role(broker, "MASTER")  # the broker authenticates its registration and heartbeats
         with cluster.client() as anonymous:
-            refused = anonymous.request_node(cluster.leader().address, "POST", "/v1/controller/electMaster",
+            refused = anonymous.request_node(cluster.leader().address, "POST", contract.ELECT_MASTER,
                                              json={"clusterName": "DefaultCluster", "brokerName": "broker-a",
                                                    "brokerId": 1, "designateElect": True})
             assert refused.code == RC.NO_PERMISSION
-            reads = anonymous.call("GET", "/v1/controller/syncStateData", params={"brokerName": "broker-a"})
+            reads = anonymous.call("GET", contract.SYNC_STATE_DATA, params={"brokerName": "broker-a"})
             assert reads.data["brokers"][0]["masterBrokerId"] == 1
         denied = run_cli("electMaster", "-a", cluster.addresses, "-c", "DefaultCluster", "-bn", "broker-a", "-b", "1")
         assert denied.returncode == 4 and "NO_PERMISSION" in denied.stderr

@@ -23,6 +23,7 @@ import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.codes import ResponseCode as RC
+from services.controller import contract
 from tests.integration.conftest import FAST_SCANS, FakeBrokerHeartbeats, call, poll, register_broker
 from tests.integration.test_broker import FAST_BROKER, wait_role
 
@@ -129,7 +130,7 @@ def test_controller_closes_slow_clients_caps_connections_and_raises_its_fd_limit
         raised = open_file_limit(node.process.pid)
         assert raised == (65536 if hard == resource.RLIM_INFINITY else min(65536, hard)) and raised > 512
         # Slow clients: every one is answered 408 and closed, and the controller answers meanwhile.
-        answers = slowloris(node.address, 40, "/v1/controller/metadata")
+        answers = slowloris(node.address, 40, contract.METADATA)
         assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), answers[:3]
         # The cap: 60 connections held open, the next ones refused at once; then service resumes.
         held = [socket.create_connection(host_port(node.address)) for _ in range(60)]
@@ -200,9 +201,9 @@ def test_a_hostile_heartbeat_cannot_keep_a_dead_master_in_office(tmp_path: Path)
                     broker_id
                 beats.add("DefaultCluster", "broker-a", broker_id, f"127.0.0.1:{20910 + broker_id}", epoch=1)
             beats.beat_once()
-            assert call(client, "POST", "/v1/controller/electMaster", json={
+            assert call(client, "POST", contract.ELECT_MASTER, json={
                 "clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 1}).code == RC.SUCCESS
-            assert call(client, "POST", "/v1/controller/alterSyncStateSet", json={
+            assert call(client, "POST", contract.ALTER_SYNC_STATE_SET, json={
                 "brokerName": "broker-a", "masterBrokerId": 1, "masterEpoch": 1, "newSyncStateSet": [1, 2],
                 "syncStateSetEpoch": 1}).code == RC.SUCCESS
         node = cluster.nodes[0]
@@ -217,7 +218,7 @@ def test_a_hostile_heartbeat_cannot_keep_a_dead_master_in_office(tmp_path: Path)
         beats.start()
         try:
             with cluster.client() as client:
-                info = poll(lambda: (i := client.call("GET", "/v1/controller/replicaInfo",
+                info = poll(lambda: (i := client.call("GET", contract.REPLICA_INFO,
                                                       params={"brokerName": "broker-a"}).data)
                             ["masterBrokerId"] == 2 and i, 30, "broker 2 to replace the dead master")
             assert info["masterEpoch"] == 2

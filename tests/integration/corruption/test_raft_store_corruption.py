@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from services.common.errors import ConfigError
+from services.controller import contract
 from services.controller.raft_store import check_raft_store
 
 pytestmark = pytest.mark.integration
@@ -151,7 +152,7 @@ def run_golden(store: Path, port: int, compact: bool, ids: tuple[int, ...]) -> N
             if compact and i == ids[-1]:
                 assert wait_for((store / "raft" / "raft.dump").exists, 15), "no snapshot was written"
             r = c.call(
-                "/v1/controller/applyBrokerId",
+                contract.APPLY_BROKER_ID,
                 {
                     "clusterName": "c",
                     "brokerName": "broker-a",

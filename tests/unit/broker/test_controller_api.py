@@ -20,6 +20,7 @@ from services.broker.store import MessageStore
 from services.common.clock import FakeClock
 from services.common.codes import ResponseCode
 from services.common.errors import RemoteError, UnreachableError
+from services.controller import contract
 from services.remoting import bodies
 from services.remoting import headers as h
 from services.remoting.command import RemotingCommand, RequestCode, make_response
@@ -77,7 +78,7 @@ def test_http_follows_the_leader_and_sends_the_token_only_where_it_may() -> None
     asyncio.run(run())
     assert all(auth == "Bearer s3cret" for host, _, auth in controllers.seen if host in (A, B, C))
     leader_calls = [path for host, path, _ in controllers.seen if host == B and "heartbeat" not in path]
-    assert leader_calls == ["/v1/controller/replicaInfo", "/v1/controller/electMaster"]  # the leader is kept
+    assert leader_calls == [contract.REPLICA_INFO, contract.ELECT_MASTER]  # the leader is kept
 
 
 def test_http_without_a_leader_is_an_error_naming_the_reason() -> None:

@@ -33,6 +33,7 @@ from click.testing import CliRunner, Result
 from mqctl.app import App
 from mqctl.cli import cli
 from services.common.codes import code_name
+from services.controller import contract
 from services.controller.config import BLACK_LIST, RUNTIME_UPDATABLE
 
 LEADER = "127.0.0.1:9878"
@@ -205,7 +206,7 @@ class FakeCluster:
                     body: Any) -> dict[str, Any]:
         leader = address == LEADER
         route = (method, path)
-        if route == ("GET", "/v1/controller/metadata"):
+        if route == ("GET", contract.METADATA):
             self_id = "n0" if leader else "n1"
             return envelope(0, {"group": "DefaultControllerGroup", "controllerLeaderId": "n0",
                                 "controllerLeaderAddress": LEADER, "isLeader": leader, "selfId": self_id,
@@ -213,24 +214,24 @@ class FakeCluster:
                                 "raft": {"state": "LEADER" if leader else "FOLLOWER", "term": 4, "commitIndex": 17,
                                          "lastApplied": 17, "logLength": 17, "leader": "127.0.0.1:9879",
                                          "hasQuorum": True}})
-        if route == ("GET", "/v1/controller/config"):
+        if route == ("GET", contract.CONFIG):
             return envelope(0, {"config": dict(self.configs[address])})
-        if route == ("POST", "/v1/controller/config"):
+        if route == ("POST", contract.CONFIG):
             return self._update_config(address, body)
-        leader_only = {("GET", "/v1/controller/syncStateData"), ("POST", "/v1/controller/electMaster"),
-                       ("POST", "/v1/controller/cleanBrokerData")}
+        leader_only = {("GET", contract.SYNC_STATE_DATA), ("POST", contract.ELECT_MASTER),
+                       ("POST", contract.CLEAN_BROKER_DATA)}
         if route in leader_only and not leader:
             hint = self.leader_hint
             return envelope(2007, {"controllerLeaderId": "n0" if hint else None, "controllerLeaderAddress": hint},
                             "The controller is not in leader state")
-        if route == ("GET", "/v1/controller/syncStateData"):
+        if route == ("GET", contract.SYNC_STATE_DATA):
             names = params.get("brokerName") or [n for n, bs in self.sync_state.items()
                                                  if bs["clusterName"] == (params.get("clusterName") or [""])[0]]
             return envelope(0, {"brokers": [copy.deepcopy(self.sync_state[n]) for n in names
                                              if n in self.sync_state]})
-        if route == ("POST", "/v1/controller/electMaster"):
+        if route == ("POST", contract.ELECT_MASTER):
             return self._elect(body)
-        if route == ("POST", "/v1/controller/cleanBrokerData"):
+        if route == ("POST", contract.CLEAN_BROKER_DATA):
             return self._clean(body)
         return envelope(3, None, f"no such route: {method} {path}")
 

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from services.common.controller_client import http_url, parse_addresses, split_address
 from services.common.errors import AddressError, UsageError
+from services.controller import contract
 from tests.unit.cli.conftest import FakeCluster, Invoke, assert_one_line_error, envelope, initial_sync_state
 
-META_PATH = "/v1/controller/metadata"
-SYNC_PATH = "/v1/controller/syncStateData"
+META_PATH = contract.METADATA
+SYNC_PATH = contract.SYNC_STATE_DATA
 EXAMPLE = "e.g. 127.0.0.1:9878 or [::1]:9878"
 
 
@@ -157,6 +158,6 @@ def test_any_text_is_an_address_or_a_usage_error(text: str) -> None:
         return
     for address in addresses:
         host, port = split_address(address, lenient=True)
-        url = httpx.URL(http_url(address, "/v1/controller/metadata"))
+        url = httpx.URL(http_url(address, contract.METADATA))
         assert (url.host.lower(), url.port or 80, url.path, url.userinfo) == (
-            host.lower(), port, "/v1/controller/metadata", b"")
+            host.lower(), port, contract.METADATA, b"")

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from services.common import controller_client, wire
+from services.controller import contract
 from tests.unit.cli.conftest import LEADER, MASTER, FakeCluster, Invoke, assert_one_line_error
 
 LIMIT = 2**20  # 1 MiB: enough to exercise the bound cheaply
@@ -26,7 +27,7 @@ def endless(chunk: bytes = b"x" * 65536) -> Iterator[bytes]:
 
 
 def test_an_oversized_controller_answer_is_refused(mqctl: Invoke, fake: FakeCluster) -> None:
-    fake.override(LEADER, "/v1/controller/metadata", httpx.Response(200, content=endless()))
+    fake.override(LEADER, contract.METADATA, httpx.Response(200, content=endless()))
     result = mqctl("getControllerMetaData", "-a", LEADER)
     line = assert_one_line_error(result, 4)
     assert line == "Error: controller 127.0.0.1:9878 answered more than 1 MiB; refused [SYSTEM_ERROR]"
@@ -51,7 +52,7 @@ def test_an_answer_that_never_ends_is_cut_at_the_deadline(mqctl: Invoke, fake: F
     clock = SimpleNamespace(monotonic=lambda: now[0], sleep=time.sleep)
     for module in (controller_client, wire):
         monkeypatch.setattr(module, "time", clock)
-    fake.override(LEADER, "/v1/controller/metadata", httpx.Response(200, content=trickle()))
+    fake.override(LEADER, contract.METADATA, httpx.Response(200, content=trickle()))
     result = mqctl("getControllerMetaData", "-a", LEADER, timeout="5")
     line = assert_one_line_error(result, 3)
     assert line == "Error: no controller reachable at 127.0.0.1:9878"

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from services.controller import contract
 from tests.unit.cli.conftest import (
     DEAD_BROKER,
     DEAD_CONTROLLER,
@@ -56,7 +57,7 @@ class TestGetBrokerEpoch:
         assert result.stdout == MASTER_EPOCH_MQADMIN + SLAVE_EPOCH_MQADMIN
         assert result.stderr == ""
         assert [(r.address, r.path) for r in fake.requests] == [
-            (LEADER, "/v1/controller/syncStateData"), (MASTER, "/v1/broker/epochCache"),
+            (LEADER, contract.SYNC_STATE_DATA), (MASTER, "/v1/broker/epochCache"),
             (SLAVE, "/v1/broker/epochCache")]
 
     def test_mqadmin_cluster_with_an_unreachable_broker(self, mqctl: Invoke) -> None:
@@ -90,7 +91,7 @@ class TestGetBrokerEpoch:
         result = mqctl("get-broker-epoch", "-a", FOLLOWER, "-b", "broker-a", "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == MASTER_EPOCH_MQADMIN + SLAVE_EPOCH_MQADMIN
-        assert [r.address for r in fake.hits(path="/v1/controller/syncStateData")] == [FOLLOWER, LEADER]
+        assert [r.address for r in fake.hits(path=contract.SYNC_STATE_DATA)] == [FOLLOWER, LEADER]
 
     def test_a_slave_that_became_master_shows_0(self, mqctl: Invoke, fake: FakeCluster) -> None:
         fake.epoch_cache[MASTER]["role"] = "SLAVE"
@@ -161,7 +162,7 @@ class TestHaStatus:
         assert result.exit_code == 0, result.stderr
         assert result.stdout == MASTER_HA_MQADMIN + SLAVE_HA_MQADMIN
         assert [(r.address, r.path) for r in fake.requests] == [
-            (LEADER, "/v1/controller/syncStateData"), (MASTER, "/v1/broker/haStatus"),
+            (LEADER, contract.SYNC_STATE_DATA), (MASTER, "/v1/broker/haStatus"),
             (SLAVE, "/v1/broker/haStatus")]
 
     def test_mqadmin_in_sync_slave_is_ok(self, mqctl: Invoke, fake: FakeCluster) -> None:
@@ -338,7 +339,7 @@ class TestSendMessage:
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "-c", "DefaultCluster", "--format", "json")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == dumped(SENT_0)  # brokerName is null without -b
-        [request] = fake.hits(path="/v1/controller/syncStateData")
+        [request] = fake.hits(path=contract.SYNC_STATE_DATA)
         assert request.params == {"clusterName": ["DefaultCluster"]}
 
     def test_cluster_without_any_master(self, mqctl: Invoke, fake: FakeCluster) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from services.controller import contract
 from tests.unit.cli.conftest import (
     DEAD_CONTROLLER,
     FOLLOWER,
@@ -16,7 +17,7 @@ from tests.unit.cli.conftest import (
     envelope,
 )
 
-SYNC_PATH = "/v1/controller/syncStateData"
+SYNC_PATH = contract.SYNC_STATE_DATA
 
 METADATA_MQADMIN = ("\n#ControllerGroup\tDefaultControllerGroup"
                     "\n#ControllerLeaderId\tn0"
@@ -83,7 +84,7 @@ class TestGetControllerMetaData:
         assert result.stdout == METADATA_MQADMIN
         assert result.stderr == ""
         assert [(r.address, r.method, r.path) for r in fake.requests] == [
-            (LEADER, "GET", "/v1/controller/metadata")]
+            (LEADER, "GET", contract.METADATA)]
 
     def test_json(self, mqctl: Invoke) -> None:
         result = mqctl("getControllerMetaData", "-a", LEADER, "--format", "json")
@@ -110,7 +111,7 @@ class TestGetControllerMetaData:
         assert [r.address for r in fake.requests] == [DEAD_CONTROLLER, FOLLOWER]
 
     def test_no_leader_prints_null(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(LEADER, "/v1/controller/metadata", envelope(0, {
+        fake.override(LEADER, contract.METADATA, envelope(0, {
             "group": "DefaultControllerGroup", "controllerLeaderId": None, "controllerLeaderAddress": None,
             "isLeader": False, "selfId": "n0", "selfAddress": LEADER, "peers": ["n0:127.0.0.1:9878"]}))
         mq = mqctl("getControllerMetaData", "--format", "mqadmin")
@@ -266,7 +267,7 @@ class TestElectMaster:
         assert result.stdout == ("\n#ClusterName\tDefaultCluster\n#BrokerName\tbroker-a"
                                  "\n#BrokerMasterAddr\t127.0.0.1:10921\n#MasterEpoch\t4\n#SyncStateSetEpoch\t6\n")
         # no "#Broker" lines: mqadmin reads the member group with the wrong field names, so prints none
-        [request] = fake.hits(path="/v1/controller/electMaster")
+        [request] = fake.hits(path=contract.ELECT_MASTER)
         assert request.address == LEADER and request.method == "POST"
         assert request.body == {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 2,
                                 "designateElect": True}
@@ -291,7 +292,7 @@ class TestElectMaster:
                        "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
         assert "\n#BrokerMasterAddr\t127.0.0.1:10921\n" in result.stdout
-        assert [r.address for r in fake.hits(path="/v1/controller/electMaster")] == [FOLLOWER, LEADER]
+        assert [r.address for r in fake.hits(path=contract.ELECT_MASTER)] == [FOLLOWER, LEADER]
 
     def test_master_still_exist_is_refused(self, mqctl: Invoke) -> None:
         result = mqctl("electMaster", "-a", LEADER, "-c", "DefaultCluster", "-bn", "broker-a", "-b", "1",
@@ -327,7 +328,7 @@ class TestCleanBrokerMetadata:
                        "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == "clear broker broker-b metadata from controller success! \n"
-        requests = fake.hits(path="/v1/controller/cleanBrokerData")
+        requests = fake.hits(path=contract.CLEAN_BROKER_DATA)
         assert [r.address for r in requests] == [FOLLOWER, LEADER]
         assert requests[-1].body == {"clusterName": "DefaultCluster", "brokerName": "broker-b",
                                      "brokerControllerIdsToClean": None, "isCleanLivingBroker": False}
@@ -339,7 +340,7 @@ class TestCleanBrokerMetadata:
         assert result.stdout == ('{\n  "clusterName": "DefaultCluster",\n  "brokerName": "broker-a",\n'
                                  '  "brokerControllerIdsToClean": "1;2",\n  "cleanLivingBroker": false,\n'
                                  '  "success": true\n}\n')
-        [request] = fake.hits(path="/v1/controller/cleanBrokerData")
+        [request] = fake.hits(path=contract.CLEAN_BROKER_DATA)
         assert request.body["brokerControllerIdsToClean"] == "1;2"
 
     def test_json_clean_living_without_cluster(self, mqctl: Invoke, fake: FakeCluster) -> None:
@@ -348,7 +349,7 @@ class TestCleanBrokerMetadata:
         assert result.stdout == dumped({"clusterName": None, "brokerName": "broker-a",
                                         "brokerControllerIdsToClean": None, "cleanLivingBroker": True,
                                         "success": True})
-        [request] = fake.hits(path="/v1/controller/cleanBrokerData")
+        [request] = fake.hits(path=contract.CLEAN_BROKER_DATA)
         assert request.body == {"clusterName": None, "brokerName": "broker-a", "brokerControllerIdsToClean": None,
                                 "isCleanLivingBroker": True}
 
@@ -369,7 +370,7 @@ class TestCleanBrokerMetadata:
 
     def test_remark_with_brackets_is_printed_verbatim(self, mqctl: Invoke, fake: FakeCluster) -> None:
         # RocketMQ's remark for a live id contains "[...]", which must not be eaten as rich markup
-        fake.override(LEADER, "/v1/controller/cleanBrokerData",
+        fake.override(LEADER, contract.CLEAN_BROKER_DATA,
                       envelope(2009, None, "Broker [broker-a,  2] is still alive, clean up failure"))
         result = mqctl("cleanBrokerMetadata", "-c", "DefaultCluster", "-bn", "broker-a", "-b", "2")
         line = assert_one_line_error(result, 4)
@@ -421,8 +422,8 @@ class TestGetControllerConfig:
         # "%-50s=  %s": the key padded to 50 columns, then "=", two spaces, the value
         assert "\ncontrollerDLegerGroup" + " " * 29 + "=  DefaultControllerGroup\n" in result.stdout
         assert "\nconfigStorePath" + " " * 35 + "=  \n" in result.stdout
-        assert [(r.address, r.path) for r in fake.requests] == [(LEADER, "/v1/controller/config"),
-                                                                 (FOLLOWER, "/v1/controller/config")]
+        assert [(r.address, r.path) for r in fake.requests] == [(LEADER, contract.CONFIG),
+                                                                 (FOLLOWER, contract.CONFIG)]
 
     def test_json(self, mqctl: Invoke, fake: FakeCluster) -> None:
         result = mqctl("getControllerConfig", "-a", f"{LEADER},{FOLLOWER}", "--format", "json")
@@ -464,8 +465,8 @@ class TestUpdateControllerConfig:
                                  "enableElectUncleanMaster : true\n")
         posts = [r for r in fake.requests if r.method == "POST"]
         assert [(r.address, r.path, r.body) for r in posts] == [
-            (LEADER, "/v1/controller/config", {"enableElectUncleanMaster": "true"}),
-            (FOLLOWER, "/v1/controller/config", {"enableElectUncleanMaster": "true"})]
+            (LEADER, contract.CONFIG, {"enableElectUncleanMaster": "true"}),
+            (FOLLOWER, contract.CONFIG, {"enableElectUncleanMaster": "true"})]
 
     def test_json(self, mqctl: Invoke) -> None:
         result = mqctl("updateControllerConfig", "-a", LEADER, "-k", "logLevel", "-v", "DEBUG", "--format", "json")

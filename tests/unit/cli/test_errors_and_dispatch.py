@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from services.controller import contract
 from tests.unit.cli.conftest import (
     DEAD_CONTROLLER,
     FOLLOWER,
@@ -15,8 +16,9 @@ from tests.unit.cli.conftest import (
     envelope,
 )
 
-SYNC_PATH = "/v1/controller/syncStateData"
-META_PATH = "/v1/controller/metadata"
+SYNC_PATH = contract.SYNC_STATE_DATA
+META_PATH = contract.METADATA
+CONFIG_PATH = contract.CONFIG
 
 
 # ====================================================================== unreachable (3)
@@ -78,7 +80,7 @@ class TestRefused:
                        timeout="0.1")
         line = assert_one_line_error(result, 4, "no controller leader is reachable", "[CONTROLLER_NOT_LEADER]")
         assert "127.0.0.1:9858" in line and "127.0.0.1:9868" in line
-        assert fake.hits(DEAD_CONTROLLER, "/v1/controller/electMaster")
+        assert fake.hits(DEAD_CONTROLLER, contract.ELECT_MASTER)
 
     def test_unknown_code_shows_its_number(self, mqctl: Invoke, fake: FakeCluster) -> None:
         fake.override(LEADER, SYNC_PATH, envelope(4242, None, "from the future"))
@@ -178,11 +180,18 @@ class TestUsage:
 # ====================================================================== unexpected errors, debug, Ctrl-C
 class TestUnexpected:
     def test_unexpected_error_is_one_line_exit_1(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(LEADER, SYNC_PATH, envelope(0, {}))  # SUCCESS without data.brokers
-        result = mqctl("getSyncStateSet", "-b", "broker-a")
+        fake.override(LEADER, CONFIG_PATH, envelope(0, {}))  # SUCCESS without data.config
+        result = mqctl("getControllerConfig", "-a", LEADER)
         assert result.stdout == ""
         line = assert_one_line_error(result, 1)
-        assert line == "Error: unexpected KeyError: 'brokers' (set MQCTL_DEBUG=1 for a traceback)"
+        assert line == "Error: unexpected KeyError: 'config' (set MQCTL_DEBUG=1 for a traceback)"
+
+    def test_an_answer_that_breaks_the_contract_is_a_refusal_naming_the_field(self, mqctl: Invoke,
+                                                                              fake: FakeCluster) -> None:
+        fake.override(LEADER, SYNC_PATH, envelope(0, {}))  # SUCCESS without data.brokers
+        result = mqctl("getSyncStateSet", "-b", "broker-a")
+        line = assert_one_line_error(result, 4)
+        assert "answered syncStateData malformed (brokers: Field required) [SYSTEM_ERROR]" in line
 
     def test_exception_raised_by_the_transport(self, mqctl: Invoke, fake: FakeCluster) -> None:
         fake.override(LEADER, META_PATH, lambda request, n: RuntimeError("boom"))
@@ -191,13 +200,13 @@ class TestUnexpected:
         assert line == "Error: unexpected RuntimeError: boom (set MQCTL_DEBUG=1 for a traceback)"
 
     def test_mqctl_debug_prints_the_traceback(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(LEADER, SYNC_PATH, envelope(0, {}))
-        result = mqctl("getSyncStateSet", "-b", "broker-a", env={"MQCTL_DEBUG": "1"})
+        fake.override(LEADER, CONFIG_PATH, envelope(0, {}))
+        result = mqctl("getControllerConfig", "-a", LEADER, env={"MQCTL_DEBUG": "1"})
         assert result.exit_code == 1
         err = result.stderr
         assert err.startswith("Traceback (most recent call last):\n")
-        assert "KeyError: 'brokers'\n" in err
-        assert err.rstrip("\n").split("\n")[-1] == ("Error: unexpected KeyError: 'brokers' "
+        assert "KeyError: 'config'\n" in err
+        assert err.rstrip("\n").split("\n")[-1] == ("Error: unexpected KeyError: 'config' "
                                                       "(set MQCTL_DEBUG=1 for a traceback)")
 
     def test_mqctl_debug_keeps_the_exit_code_of_expected_errors(self, mqctl: Invoke) -> None:
@@ -313,7 +322,7 @@ def test_get_controller_config_refused_by_the_server_exits_4(mqctl: Invoke, fake
                                                              address: str) -> None:
     # the fake broker at 127.0.0.1:10911 answers an unknown route like the real one: HTTP 404,
     # code 3 REQUEST_CODE_NOT_SUPPORTED, remark "no such route: GET /v1/controller/config", data null
-    fake.override(LEADER, "/v1/controller/config", envelope(3, None, "no such route: GET /v1/controller/config"))
+    fake.override(LEADER, contract.CONFIG, envelope(3, None, "no such route: GET /v1/controller/config"))
     result = mqctl("getControllerConfig", "-a", address, "--format", "mqadmin")
     assert result.stdout == ""
     line = assert_one_line_error(result, 4)

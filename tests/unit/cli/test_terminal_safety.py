@@ -14,6 +14,7 @@ from rich.console import Console
 from mqctl import render, render_broker, render_report
 from mqctl.app import App
 from mqctl.terminal import clean, printable, printable_layout
+from services.controller import contract
 from tests.unit.cli.conftest import (
     MASTER,
     SLAVE,
@@ -100,7 +101,7 @@ class TestServerData:
         assert_inert(result.stdout)
 
     def test_remark_in_the_error_line(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override("127.0.0.1:9878", "/v1/controller/electMaster", envelope(2012, None, HOSTILE))
+        fake.override("127.0.0.1:9878", contract.ELECT_MASTER, envelope(2012, None, HOSTILE))
         result = mqctl("electMaster", "-c", "DefaultCluster", "-bn", "broker-a", "-b", "2")
         line = assert_one_line_error(result, 4)
         assert line == f"Error: {SHOWN} [CONTROLLER_ELECT_MASTER_FAILED]"
@@ -163,7 +164,7 @@ class TestUserInput:
         assert result.stderr.endswith("Error: No such option '--\\x1b]0;x\\x07'.\n")
 
     def test_updated_config_echo(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override("127.0.0.1:9878", "/v1/controller/config", envelope(0, {"config": {}}))
+        fake.override("127.0.0.1:9878", contract.CONFIG, envelope(0, {"config": {}}))
         result = mqctl("updateControllerConfig", "-a", "127.0.0.1:9878", "-k", "logLevel", "-v", HOSTILE,
                        "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr

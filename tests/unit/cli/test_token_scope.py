@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from mqctl.cli import cli
+from services.controller import contract
 from tests.unit.cli.conftest import (
     BASE_ENV,
     FOLLOWER,
@@ -58,13 +59,13 @@ class TestControllers:
                        "-b", "2", timeout=None)
         assert result.exit_code == 0, result.stderr
         assert [(r.address, r.path, r.headers.get("authorization")) for r in fake.requests] == [
-            (FOLLOWER, "/v1/controller/electMaster", BEARER),
-            (FOLLOWER, "/v1/controller/metadata", None),  # which peers the listed controller vouches for
-            (LEADER, "/v1/controller/electMaster", BEARER)]
+            (FOLLOWER, contract.ELECT_MASTER, BEARER),
+            (FOLLOWER, contract.METADATA, None),  # which peers the listed controller vouches for
+            (LEADER, contract.ELECT_MASTER, BEARER)]
 
     def test_an_unlisted_leader_hint_does_not_get_it(self, mqctl: Invoke, fake: FakeCluster) -> None:
         fake.leader_hint = UNLISTED
-        fake.override(UNLISTED, "/v1/controller/electMaster",
+        fake.override(UNLISTED, contract.ELECT_MASTER,
                       envelope(16, None, "this call needs the cluster's auth token"))
         result = mqctl("--token", TOKEN, "electMaster", "-a", FOLLOWER, "-c", "DefaultCluster", "-bn", "broker-a",
                        "-b", "2", timeout=None)
@@ -77,7 +78,7 @@ class TestControllers:
     def test_a_read_still_follows_an_unlisted_leader_without_the_token(self, mqctl: Invoke,
                                                                        fake: FakeCluster) -> None:
         fake.leader_hint = UNLISTED
-        fake.override(UNLISTED, "/v1/controller/syncStateData", envelope(0, {"brokers": []}))
+        fake.override(UNLISTED, contract.SYNC_STATE_DATA, envelope(0, {"brokers": []}))
         result = mqctl("--token", TOKEN, "getSyncStateSet", "-a", FOLLOWER, "-c", "Nothing", timeout=None)
         assert_one_line_error(result, 2, "cluster Nothing has no broker-set registered in the controller")
         assert auth(fake, UNLISTED) == [None]
@@ -85,7 +86,7 @@ class TestControllers:
     def test_no_token_no_peer_lookup(self, mqctl: Invoke, fake: FakeCluster) -> None:
         result = mqctl("electMaster", "-a", FOLLOWER, "-c", "DefaultCluster", "-bn", "broker-a", "-b", "2")
         assert result.exit_code == 0, result.stderr
-        assert [r.path for r in fake.requests] == ["/v1/controller/electMaster"] * 2
+        assert [r.path for r in fake.requests] == [contract.ELECT_MASTER] * 2
         assert {r.headers.get("authorization") for r in fake.requests} == {None}
 
 
@@ -188,7 +189,7 @@ def servers() -> Iterator[tuple[Recorder, Recorder]]:
     broker.routes["/v1/broker/haStatus"] = envelope(0, {"brokerAddr": broker.address, "role": "SLAVE",
                                                        "maxOffset": 0, "confirmOffset": 0})
     replica = {"brokerName": "broker-a", "brokerId": 1, "brokerAddress": broker.address, "alive": True}
-    controller = Recorder(socket.AF_INET6, "::1", {"/v1/controller/syncStateData": envelope(0, {"brokers": [
+    controller = Recorder(socket.AF_INET6, "::1", {contract.SYNC_STATE_DATA: envelope(0, {"brokers": [
         {"clusterName": "C", "brokerName": "broker-a", "masterBrokerId": 1, "masterAddress": broker.address,
          "masterEpoch": 1, "syncStateSetEpoch": 1, "inSyncReplicas": [replica], "notInSyncReplicas": []}]})})
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (broker, controller)]
@@ -208,7 +209,7 @@ def test_over_loopback_a_registered_broker_never_sees_the_token(servers: tuple[R
     result = CliRunner().invoke(cli, ["--timeout", "5", "--token", TOKEN, "haStatus", "-a", controller.address,
                                       "-b", "broker-a", "--format", "json"], env=dict(BASE_ENV))
     assert result.exit_code == 0, result.output
-    assert controller.seen == [("/v1/controller/syncStateData", BEARER)]
+    assert controller.seen == [(contract.SYNC_STATE_DATA, BEARER)]
     assert broker.seen == [("/v1/broker/haStatus", None)]
     result = CliRunner().invoke(cli, ["--timeout", "5", "--token", TOKEN, "haStatus", "--brokerAddr",
                                       broker.address, "--format", "json"], env=dict(BASE_ENV))

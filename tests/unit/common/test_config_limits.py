@@ -8,6 +8,7 @@ import pytest
 from services.broker.config import BrokerConfig
 from services.broker.config import config_from_properties as broker_props
 from services.common.errors import ConfigError
+from services.controller import contract
 from services.controller.config import ControllerConfig
 from services.controller.config import config_from_properties as controller_props
 
@@ -57,7 +58,7 @@ def test_http_limits_follow_the_configuration() -> None:
     limits = controller_props({"httpMaxConnections": "100", "httpHeaderTimeoutMillis": "1500",
                                "httpBodyTimeoutMillis": "2500"}).http_limits()
     assert (limits.max_connections, limits.header_timeout_s, limits.body_timeout_s) == (100, 1.5, 2.5)
-    assert limits.body_limit("/v1/controller/heartbeat") == 64 * 1024
+    assert limits.body_limit(contract.HEARTBEAT) == 64 * 1024
 
 
 def test_the_broker_send_routes_take_a_batch_of_max_message_size() -> None:

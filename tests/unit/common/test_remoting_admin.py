@@ -12,6 +12,7 @@ from services.common import remoting_admin as ra
 from services.common.codes import ResponseCode
 from services.common.errors import UnreachableError
 from services.common.wire import NoHttpAnswer, Wire
+from services.controller import contract
 from services.remoting.command import RemotingCommand, make_response
 
 
@@ -36,7 +37,7 @@ META = reply(0, None, {"group": "g", "controllerLeaderId": "n1", "controllerLead
 
 def test_metadata_reads_rocketmqs_peer_list() -> None:
     call, sent = fake({1005: META})
-    answer = ra.translate(call, "GET", "/v1/controller/metadata", None, None)
+    answer = ra.translate(call, "GET", contract.METADATA, None, None)
     assert answer.data == {"group": "g", "controllerLeaderId": "n1", "controllerLeaderAddress": "127.0.0.1:9868",
                            "isLeader": False, "peers": ["n0:127.0.0.1:9878", "n1:127.0.0.1:9868"]}
     assert [r.code for r in sent] == [1005]
@@ -48,21 +49,21 @@ def test_peers_in_dledger_config_form_are_read_too() -> None:
 
 def test_a_follower_answer_carries_the_leader_it_names() -> None:
     call, sent = fake({1006: reply(2007, "The controller is not in leader state"), 1005: META})
-    answer = ra.translate(call, "GET", "/v1/controller/syncStateData", None, {"brokerName": ["broker-a"]})
+    answer = ra.translate(call, "GET", contract.SYNC_STATE_DATA, None, {"brokerName": ["broker-a"]})
     assert (answer.code, answer.data) == (2007, {"controllerLeaderAddress": "127.0.0.1:9868"})
     assert sent[0].body == b'["broker-a"]'
 
 
 def test_a_malformed_answer_is_a_system_error_not_a_crash() -> None:
     call, _ = fake({1006: reply(0, None, None, b'{"replicasInfoTable":{"a":{"masterEpoch":"x"}}}')})
-    answer = ra.translate(call, "GET", "/v1/controller/syncStateData", None, {"brokerName": ["a"]})
+    answer = ra.translate(call, "GET", contract.SYNC_STATE_DATA, None, {"brokerName": ["a"]})
     assert answer.code == ResponseCode.SYSTEM_ERROR and "malformed remoting answer" in answer.remark
 
 
 def test_an_operation_rocketmq_has_no_request_for_is_refused_clearly() -> None:
     call, sent = fake({})
     with pytest.raises(ra.NotOverRemoting, match="no request for GET /v1/controller/events"):
-        ra.translate(call, "GET", "/v1/controller/events", None, None)
+        ra.translate(call, "GET", contract.EVENTS, None, None)
     assert sent == []
 
 
@@ -70,7 +71,7 @@ def test_elect_reads_the_member_group_with_bare_ids() -> None:
     body = b'{"brokerMemberGroup":{"brokerAddrs":{1:"a:1",2:"b:2"},"brokerName":"bn","cluster":"c"},"syncStateSet":[2]}'
     call, sent = fake({1002: reply(0, None, {"masterBrokerId": "2", "masterAddress": "b:2", "masterEpoch": "5",
                                              "syncStateSetEpoch": "6"}, body)})
-    answer = ra.translate(call, "POST", "/v1/controller/electMaster", {"clusterName": "c", "brokerName": "bn",
+    answer = ra.translate(call, "POST", contract.ELECT_MASTER, {"clusterName": "c", "brokerName": "bn",
                                                                        "brokerId": 2, "designateElect": True}, None)
     assert answer.data["brokers"] == [{"brokerId": 1, "brokerAddress": "a:1"}, {"brokerId": 2, "brokerAddress": "b:2"}]
     assert (answer.data["masterBrokerId"], answer.data["masterEpoch"], answer.data["syncStateSet"]) == (2, 5, [2])
@@ -90,15 +91,15 @@ def test_the_wire_asks_over_remoting_only_what_gives_no_http_answer(monkeypatch:
         asked.append(request.code)
         return META(request)
     monkeypatch.setattr(wire.remoting, "call", remoting_call)
-    env = wire.exchange("127.0.0.1:9878", "GET", "/v1/controller/metadata", what="controller", deadline=1e18,
+    env = wire.exchange("127.0.0.1:9878", "GET", contract.METADATA, what="controller", deadline=1e18,
                         headers={})
     assert env.data["controllerLeaderId"] == "n1" and wire.speaks("127.0.0.1:9878") == "remoting"
     with pytest.raises(ra.NotOverRemoting, match="gives no HTTP answer; if it is a RocketMQ server"):
-        Wire(2.0, _ClosesHttp()).exchange("127.0.0.1:1", "GET", "/v1/controller/events", what="controller",
+        Wire(2.0, _ClosesHttp()).exchange("127.0.0.1:1", "GET", contract.EVENTS, what="controller",
                                           deadline=1e18, headers={})
     only_http = Wire(2.0, _ClosesHttp(), protocol="http")
     with pytest.raises(NoHttpAnswer):
-        only_http.exchange("127.0.0.1:9878", "GET", "/v1/controller/metadata", what="controller", deadline=1e18,
+        only_http.exchange("127.0.0.1:9878", "GET", contract.METADATA, what="controller", deadline=1e18,
                            headers={})
     assert asked == [1005]
 
@@ -110,6 +111,6 @@ def test_a_server_that_answers_neither_protocol_is_unreachable(monkeypatch: pyte
         raise UnreachableError("127.0.0.1:9878 closed the connection without answering", ["127.0.0.1:9878"])
     monkeypatch.setattr(wire.remoting, "call", remoting_call)
     with pytest.raises(NoHttpAnswer, match="controller 127.0.0.1:9878 is unreachable"):
-        wire.exchange("127.0.0.1:9878", "GET", "/v1/controller/metadata", what="controller", deadline=1e18,
+        wire.exchange("127.0.0.1:9878", "GET", contract.METADATA, what="controller", deadline=1e18,
                       headers={})
     assert wire.speaks("127.0.0.1:9878") == "auto"

@@ -15,6 +15,7 @@ from mqctl.collect import EVENT_FIELDS, collect
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient
 from services.common.errors import UsageError
+from services.controller import contract
 
 CONTROLLER = "127.0.0.1:9878"
 BROKERS = {1: "127.0.0.1:10911", 2: "127.0.0.1:10921", 3: "127.0.0.1:10931"}  # broker 3 is down
@@ -37,17 +38,19 @@ def envelope(data: Any, code: int = 0) -> httpx.Response:
 
 def handler(request: httpx.Request) -> httpx.Response:
     address, path = f"{request.url.host}:{request.url.port}", request.url.path
-    if address == CONTROLLER and path == "/v1/controller/events":
+    if address == CONTROLLER and path == contract.EVENTS:
         start, limit = int(request.url.params["fromIndex"]), int(request.url.params["limit"])
         page = HISTORY[start:start + limit]
         return envelope({"events": page, "nextIndex": page[-1]["index"] + 1 if page else start,
                          "latestIndex": len(HISTORY) - 1})
-    if address == CONTROLLER and path == "/v1/controller/syncStateData":
+    if address == CONTROLLER and path == contract.SYNC_STATE_DATA:
         if request.url.params.get("clusterName") != "DefaultCluster":
             return envelope({"brokers": []})
         replica = [{"brokerName": "broker-a", "brokerId": i, "brokerAddress": a, "alive": i != 3}
                    for i, a in BROKERS.items()]
         return envelope({"brokers": [{"clusterName": "DefaultCluster", "brokerName": "broker-a",
+                                      "masterBrokerId": 1, "masterAddress": BROKERS[1], "masterEpoch": 1,
+                                      "syncStateSetEpoch": 2,
                                       "inSyncReplicas": replica[:2], "notInSyncReplicas": replica[2:]}]})
     for broker_id, broker_address in BROKERS.items():
         if address == broker_address and broker_id != 3 and path == "/v1/broker/epochCache":
