@@ -22,6 +22,7 @@ from services.common.httplimits import (
     HttpLimits,
 )
 from services.common.props import to_bool, to_int
+from services.common.remoting_conn import IDLE_TIMEOUT_S
 from services.common.rocketmq_properties import BROKER_PROPERTIES
 
 MAX_INT = 2**31 - 1
@@ -155,6 +156,10 @@ class BrokerConfig:
             raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
         if self.controllerProtocol not in ("http", "remoting"):
             raise ConfigError(f"controllerProtocol must be http or remoting, got {self.controllerProtocol!r}")
+        if self.controllerProtocol == "remoting" and self.brokerHeartbeatInterval >= IDLE_TIMEOUT_S * 1000:
+            raise ConfigError(f"with controllerProtocol=remoting, brokerHeartbeatInterval must be under "
+                              f"{int(IDLE_TIMEOUT_S * 1000)} ms: a controller closes a remoting connection that "
+                              "quiet, which counts as the broker going away")
         if not self.minInSyncReplicas >= 1:
             raise ConfigError("minInSyncReplicas must be at least 1")
         if self.inSyncReplicas < 1 or self.totalReplicas < 1:

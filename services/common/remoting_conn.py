@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: A handler answers one request (None for a oneway request, or to send nothing).
 Handler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
+#: A connection silent this long is closed (Netty's serverChannelMaxIdleTimeSeconds in RocketMQ).
+IDLE_TIMEOUT_S = 120.0
 #: A front handler takes a request without a task of its own, or declines it (False: it goes to ``handler``).
 #: A request it takes counts as in flight until it calls ``conn.finish(request, answer)``.
 FrontHandler = Callable[[RemotingCommand, "RemotingConnection"], bool]
@@ -32,7 +34,7 @@ FrontHandler = Callable[[RemotingCommand, "RemotingConnection"], bool]
 
 class RemotingConnection(asyncio.Protocol):
     def __init__(self, handler: Handler, *, max_frame_size: int = MAX_FRAME_SIZE, max_in_flight: int = 256,
-                 idle_timeout_s: float = 120.0, on_closed: Callable[[RemotingConnection], None] | None = None,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S, on_closed: Callable[[RemotingConnection], None] | None = None,
                  server_state: Any = None, front: FrontHandler | None = None) -> None:
         self.handler = handler
         self.front = front

@@ -89,3 +89,12 @@ def test_ha_listen_port_set_or_derived(tmp_path: Path) -> None:
         config_from_properties({"listenPort": "65535", "controllerAddr": "x:1"}).validate()
     with pytest.raises(ConfigError, match="listenPort and haListenPort must differ"):
         config_from_properties({"listenPort": "20911", "haListenPort": "20911"}).validate()
+
+
+def test_over_remoting_heartbeats_must_come_before_the_controllers_idle_timeout() -> None:
+    config = config_from_properties({"controllerProtocol": "remoting", "brokerHeartbeatInterval": "120000",
+                                     "controllerHeartBeatTimeoutMills": "300000"})
+    with pytest.raises(ConfigError, match="brokerHeartbeatInterval must be under 120000 ms"):
+        config.validate()
+    config_from_properties({"controllerProtocol": "http", "brokerHeartbeatInterval": "120000",
+                            "controllerHeartBeatTimeoutMills": "300000"}).validate()
