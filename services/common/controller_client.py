@@ -29,7 +29,7 @@ from services.common.addresses import (
 )
 from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
-from services.common.errors import AddressError, RemoteError, UnreachableError
+from services.common.errors import AddressError, MqctlError, RemoteError, UnreachableError
 from services.common.wire import MAX_ANSWER_BYTES, Envelope, Wire, exchange, exchange_async
 from services.controller import contract
 
@@ -92,13 +92,10 @@ class ControllerClient:
                                          headers={}, deadline=time.monotonic() + self.timeout)
             except (UnreachableError, RemoteError):
                 continue
-            peers = env.data.get("peers") if env.ok and isinstance(env.data, dict) else None
-            if not isinstance(peers, list):
+            keys = peer_keys(env)
+            if keys is None:
                 continue
-            for peer in peers:  # "<id>:<host>:<port>"
-                key = address_key(str(peer).partition(":")[2])
-                if key is not None:
-                    self._trusted.add(key)
+            self._trusted |= keys
             self._peers_known = True
             return
 
@@ -117,12 +114,7 @@ class ControllerClient:
             if time.monotonic() + 0.2 >= deadline:
                 break
             time.sleep(0.2)
-        if not_leader:
-            raise RemoteError(int(ResponseCode.CONTROLLER_NOT_LEADER),
-                              "no controller leader is reachable (tried "
-                              f"{', '.join(sorted(set(self.addresses) | set(unreachable)))}); the controller "
-                              "group may have lost its majority")
-        raise UnreachableError(f"no controller reachable at {';'.join(self.addresses)}", unreachable)
+        raise no_leader(self.addresses, unreachable, not_leader)
 
     def _one_pass(self, method: str, path: str, json: Any, params: Any,
                   unreachable: list[str]) -> tuple[Envelope | None, bool]:
@@ -179,8 +171,7 @@ class ControllerClient:
         raise UnreachableError(f"no controller reachable at {';'.join(self.addresses)}", errors)
 
     def _candidates(self) -> list[str]:
-        ordered = [self.leader] if self.leader else []
-        return ordered + [a for a in self.addresses if a != self.leader]
+        return leader_first(self.leader, self.addresses)
 
     @staticmethod
     def check(env: Envelope, accept: tuple[int, ...]) -> Envelope:
@@ -189,6 +180,28 @@ class ControllerClient:
         raise RemoteError(env.code, env.remark or code_name(env.code),
                           env.data if isinstance(env.data, dict) else None)
 
+
+
+def peer_keys(env: Envelope) -> set[tuple[str, int]] | None:
+    """The address keys of the peers a metadata answer lists (``"<id>:<host>:<port>"``), or None."""
+    peers = env.data.get("peers") if env.ok and isinstance(env.data, dict) else None
+    if not isinstance(peers, list):
+        return None
+    return {k for k in (address_key(str(p).partition(":")[2]) for p in peers) if k is not None}
+
+
+def leader_first(leader: str | None, addresses: list[str]) -> list[str]:
+    """The order to try controllers in: the known leader, then every listed node."""
+    return ([leader] if leader else []) + [a for a in addresses if a != leader]
+
+
+def no_leader(addresses: list[str], unreachable: list[str], not_leader: bool) -> MqctlError:
+    """What a leader-following call raises when no pass found a leader before its deadline."""
+    if not_leader:
+        return RemoteError(int(ResponseCode.CONTROLLER_NOT_LEADER),
+                           f"no controller leader is reachable (tried {', '.join(sorted(set(addresses) | set(unreachable)))}); "
+                           "the controller group may have lost its majority")
+    return UnreachableError(f"no controller reachable at {';'.join(addresses)}", unreachable)
 
 
 class AsyncControllerClient:
@@ -226,9 +239,9 @@ class AsyncControllerClient:
                                                what="controller", headers={}, deadline=time.monotonic() + self.timeout)
                 except (UnreachableError, RemoteError):
                     continue
-                peers = env.data.get("peers") if env.ok and isinstance(env.data, dict) else None
-                if isinstance(peers, list):
-                    self._trusted.update(k for k in (address_key(str(p).partition(":")[2]) for p in peers) if k)
+                keys = peer_keys(env)
+                if keys is not None:
+                    self._trusted |= keys
                     self._peers_known = True
                     break
         return key in self._trusted
@@ -240,7 +253,7 @@ class AsyncControllerClient:
         unreachable: list[str] = []
         not_leader = False
         while True:
-            candidates = ([self.leader] if self.leader else []) + [a for a in self.addresses if a != self.leader]
+            candidates = leader_first(self.leader, self.addresses)
             tried: set[str] = set()
             while candidates:
                 address = candidates.pop(0)
@@ -263,8 +276,4 @@ class AsyncControllerClient:
             if time.monotonic() + 0.2 >= deadline:
                 break
             await asyncio.sleep(0.2)
-        if not_leader:
-            raise RemoteError(int(ResponseCode.CONTROLLER_NOT_LEADER),
-                              f"no controller leader is reachable (tried {', '.join(sorted(set(self.addresses)))}); "
-                              "the controller group may have lost its majority")
-        raise UnreachableError(f"no controller reachable at {';'.join(self.addresses)}", unreachable)
+        raise no_leader(self.addresses, unreachable, not_leader)

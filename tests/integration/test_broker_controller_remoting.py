@@ -4,7 +4,6 @@ controller processes; with an auth token, every request signed and an unsigned o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -18,7 +17,6 @@ import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.codes import ResponseCode
-from services.common.remoting_client import RemotingClient
 from services.remoting import headers as h
 from services.remoting.acl import sign
 from services.remoting.bodies import ClusterInfo
@@ -26,6 +24,7 @@ from services.remoting.command import RemotingCommand, RequestCode, make_request
 from tests.integration.conftest import FAST_SCANS, poll
 from tests.integration.test_broker import runtime, sync_state, wait_role
 from tests.integration.test_replication import HA
+from tests.support.remoting import ask
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -42,16 +41,6 @@ def mqctl(*args: str, token: str | None = None, code: int = 0) -> str:
                             text=True, timeout=90, env=env, check=False)
     assert result.returncode == code, f"{args}: {result.stderr}"
     return result.stdout if code == 0 else result.stderr
-
-
-def ask(address: str, request: RemotingCommand) -> RemotingCommand:
-    async def go() -> RemotingCommand:
-        client = RemotingClient(timeout_s=5.0)
-        try:
-            return await client.call(address, request)
-        finally:
-            await client.close()
-    return asyncio.run(go())
 
 
 @contextmanager
