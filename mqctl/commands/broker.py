@@ -160,6 +160,9 @@ def _read_queue(brokers: BrokerClient, address: str, topic: str, qid: int, start
             "topic": topic, "queueId": qid, "queueOffset": next_offset,
             "maxNums": min(1024, count - len(messages))}).data
         messages.extend(data["messages"])
+        if data["status"] == "OFFSET_TOO_SMALL" and data["nextBeginOffset"] > next_offset:
+            next_offset = data["nextBeginOffset"]  # retention deleted it: on from the oldest kept, as a consumer does
+            continue
         if data["status"] != "FOUND":
             break
         next_offset = data["nextBeginOffset"]

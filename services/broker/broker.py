@@ -21,6 +21,7 @@ from services.broker.namesrv_registration import BrokerIdentity, NamesrvRegistra
 from services.broker.remoting import BrokerRemoting
 from services.broker.replicas_manager import ReplicasManager, Role
 from services.broker.replication import AutoSwitchReplication, Replication
+from services.broker.retention import RetentionService
 from services.broker.slave_sync import SlaveSync, TopicSync
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
 from services.common.clock import Clock, SystemClock
@@ -60,6 +61,9 @@ class Broker:
                                            self.clock)
         self.replicas.listen(self.replication)
         self.replicas.listen(self.namesrv)
+        self.retention = RetentionService(config, self.store, self.clock, self.io_lock,
+                                          self.replication.retention_floor,
+                                          paths=[config.commitlog_dir, config.store_dir])
         self.put_counts: dict[str, int] = {}
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
@@ -81,6 +85,7 @@ class Broker:
 
     async def start(self) -> None:
         self.flush.start()
+        self.retention.start()
         await self.replication.start()
         await self.replicas.start()
         self.consumer_offsets.start()
@@ -95,6 +100,7 @@ class Broker:
         await self.consumer_offsets.stop()
         await self.replicas.stop()
         await self.replication.stop()
+        await self.retention.stop()
         await self.flush.stop()
         with self.io_lock:
             self.store.close()
@@ -131,6 +137,11 @@ class Broker:
         state = self.replicas.state
         if self.store.closed:
             return PutOutcome("SERVICE_NOT_AVAILABLE", remark="the broker is shutting down")
+        if self.retention.disk_full:
+            return PutOutcome("SERVICE_NOT_AVAILABLE",
+                              remark=f"the disk holding the store is over diskSpaceWarningLevelRatio "
+                                     f"({self.retention.policy.warning:.0%} used): writes are refused until "
+                                     "retention frees space (see docs/operations.md, 'Disk space')")
         if state.role is not Role.MASTER:
             where = f"; write to the master at {state.master_address}" if state.master_address else \
                 "; the group has no master yet"

@@ -363,6 +363,25 @@ class CommitLog:
             pos += total
         return buf[:pos]
 
+    # ------------------------------------------------------------------ retention
+    def segment_spans(self) -> list[tuple[int, int, int]]:
+        """(start, end, last-modified ms) of every segment, oldest first."""
+        return [(seg.start, seg.start + seg.length, os.fstat(seg.fd).st_mtime_ns // 1_000_000)
+                for seg in self.segments]
+
+    def delete_head(self, count: int) -> int:
+        """Delete the ``count`` oldest segments, oldest first (so the rest stay contiguous whatever a crash
+        interrupts), durably; never the last segment, nor one not yet fsynced. Returns the new min offset."""
+        for _ in range(min(count, len(self.segments) - 1)):
+            seg = self.segments[0]
+            if seg.dirty:
+                break
+            self.segments.pop(0)
+            os.close(seg.fd)
+            seg.path.unlink()
+        fsync_dir(self.directory)
+        return self.min_offset
+
     # ------------------------------------------------------------------ truncation
     def truncate(self, offset: int) -> None:
         """Durably cut the log at ``offset``: later segments are deleted, the containing one is

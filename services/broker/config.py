@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from services.broker.retention import parse_delete_when
 from services.common.auth import check_token
 from services.common.errors import ConfigError
 from services.common.httplimits import (
@@ -75,6 +76,14 @@ class BrokerConfig:
     syncFromLastFile: bool = False
     maxMessageSize: int = 4 * 2**20
     defaultTopicQueueNums: int = 4
+    fileReservedTime: int = 72  # hours (retention.py has the rules; RocketMQ's defaults throughout)
+    deleteWhen: str = "04"
+    diskMaxUsedSpaceRatio: int = 75
+    diskSpaceCleanForciblyRatio: int = 85
+    diskSpaceWarningLevelRatio: int = 90
+    cleanFileForciblyEnable: bool = True
+    deleteFileBatchMax: int = 10
+    cleanResourceInterval: int = 10000
     logLevel: str = "INFO"
     httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
     httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
@@ -177,11 +186,24 @@ class BrokerConfig:
             raise ConfigError("brokerHeartbeatInterval must be shorter than controllerHeartBeatTimeoutMills")
         if self.defaultTopicQueueNums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
+        self._validate_retention()
         if self.logLevel.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ConfigError(f"logLevel must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {self.logLevel!r}")
         if not self.brokerName or "#" in self.brokerName or not self.brokerClusterName \
                 or "#" in self.brokerClusterName:
             raise ConfigError("brokerName and brokerClusterName must be non-empty and must not contain '#'")
+
+    def _validate_retention(self) -> None:
+        try:
+            parse_delete_when(self.deleteWhen)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        for name in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
+            if not 1 <= getattr(self, name) <= 100:
+                raise ConfigError(f"{name} is a percentage of the disk (1-100), got {getattr(self, name)}")
+        for name in ("fileReservedTime", "deleteFileBatchMax", "cleanResourceInterval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
 
     def _validate_limits(self) -> None:
         check_token(self.authToken, "authToken")
@@ -208,10 +230,6 @@ FIELD_TYPES = {f.name: str(f.type) for f in fields(BrokerConfig)}
 
 #: Why a RocketMQ property an operator may rely on does nothing here (added to its warning).
 NOT_USED = {
-    "deleteWhen": ": commitlog segments are never deleted (no retention yet; see docs/operations.md, 'Disk space')",
-    "fileReservedTime": ": commitlog segments are never deleted (no retention yet; see docs/operations.md, "
-                        "'Disk space')",
-    "diskMaxUsedSpaceRatio": ": commitlog segments are never deleted (no retention yet)",
     "aclEnable": ": use authToken for the controllers and the brokers' role notifications",
 }
 

@@ -40,7 +40,7 @@ from services.broker.record import (
     CommitLogCorrupt,
     valid_topic,
 )
-from services.common.durable import fsync_dir, reserve
+from services.common.durable import fsync_dir, punch_hole, reserve
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,8 @@ class ConsumeQueue:
     dirty: bool = False
     repaired: bool = False
     reserved: int = 0  # bytes from the start with disk blocks reserved (see durable.reserve)
+    min_offset: int = 0  # the first entry that points into the commitlog (those below were deleted with it)
+    punched: int = 0  # bytes from the start whose disk blocks were given back (see trim)
 
     def open(self, readonly: bool = False) -> None:
         self.fd = _open_queue_file(self.path, readonly)
@@ -94,6 +96,10 @@ class ConsumeQueue:
     def put_run(self, first_offset: int, entries: list[tuple[int, int, int]]) -> None:
         """Entries for queue offsets ``first_offset``, ``first_offset + 1``, ... in one write."""
         end = (first_offset + len(entries)) * ENTRY_SIZE
+        # A queue first written mid-log (a replica that started from its master's oldest data) starts there;
+        # an entry re-indexed below min_offset (after damage) points into the log after all.
+        if self.count == 0 or first_offset < self.min_offset:
+            self.min_offset = first_offset
         if end > self.reserved:
             self.reserved = end + min(RESERVE_AHEAD[1], max(RESERVE_AHEAD[0], end))
             reserve(self.fd, self.reserved)
@@ -121,13 +127,37 @@ class ConsumeQueue:
             os.fsync(self.fd)
             self.count = count
             self.reserved = 0
+            self.min_offset = min(self.min_offset, count)
 
-    def iter_entries(self) -> Iterator[tuple[int, int, int]]:
-        """(commitLogOffset, size, tagsCode) of every entry, read in blocks."""
-        for first in range(0, self.count, _READ_ENTRIES):
+    def iter_entries(self, start: int = 0) -> Iterator[tuple[int, int, int]]:
+        """(commitLogOffset, size, tagsCode) of every entry from ``start``, read in blocks."""
+        for first in range(start, self.count, _READ_ENTRIES):
             n = min(_READ_ENTRIES, self.count - first)
             raw = os.pread(self.fd, n * ENTRY_SIZE, first * ENTRY_SIZE)
             yield from ENTRY.iter_unpack(raw[:len(raw) - len(raw) % ENTRY_SIZE])
+
+    def first_at_or_after(self, phys_offset: int) -> int:
+        """The first queue offset whose entry points at or after ``phys_offset`` (``count`` if none): entries
+        are in commitlog order, and those below the log's start read as empty once trimmed."""
+        low, high = 0, self.count
+        while low < high:
+            mid = (low + high) // 2
+            entry = self.get(mid)
+            if entry is None or entry[0] < phys_offset:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def trim(self, log_min: int) -> None:
+        """The commitlog now starts at ``log_min``: entries below it point at nothing. Move ``min_offset``
+        past them and give their disk blocks back (the file keeps its size, so entry ``n`` stays at byte
+        ``20 * n``; the last entry is kept whole, as it tells a restart how long the queue is)."""
+        self.min_offset = max(self.min_offset, self.first_at_or_after(log_min))
+        end = min(self.min_offset, self.count - 1) * ENTRY_SIZE
+        if end > self.punched:
+            punch_hole(self.fd, self.punched, end - self.punched)
+            self.punched = end
 
     def truncate_by_phys(self, phys_offset: int) -> None:
         """Drop every entry that points at or after ``phys_offset``."""
@@ -142,6 +172,7 @@ class ConsumeQueue:
             os.fsync(self.fd)
             self.count = keep
             self.reserved = 0
+            self.min_offset = min(self.min_offset, keep)
 
     def flush(self) -> None:
         if self.dirty:
@@ -225,6 +256,8 @@ class ConsumeQueueStore:
         """Check that the queues index the commitlog from ``log_min`` exactly (module docstring), cut
         every entry from the first fault on, and return the offset up to which the log is indexed.
         ``header_at(offset)`` gives the (totalSize, magic) of the record there."""
+        for cq in self.queues.values():  # entries below the log's start were deleted with it
+            cq.min_offset = cq.first_at_or_after(log_min) if log_min > 0 else 0
         kept, indexed = _tile(self.queues, log_min, log_max, segment_size, header_at)
         self.cut = {key: kept[key] for key, cq in self.queues.items() if kept[key] < cq.count}
         if not self.readonly:  # an inspection reports the cuts instead
@@ -235,6 +268,11 @@ class ConsumeQueueStore:
                 cq.truncate_to(count)
                 cq.repaired = True
         return indexed
+
+    def trim(self, log_min: int) -> None:
+        """Every queue after the commitlog's oldest segments were deleted (ConsumeQueue.trim)."""
+        for cq in self.queues.values():
+            cq.trim(log_min)
 
     def dispatched_end(self) -> int:
         """The commitlog offset just after the last record any queue indexes (-1 if none)."""
@@ -254,8 +292,11 @@ class ConsumeQueueStore:
         self.queues.clear()
 
     def destroy(self) -> None:
+        """Close and delete every queue (``load`` starts afresh)."""
         self.close()
         shutil.rmtree(self.root, ignore_errors=True)
+        self.ignored.clear()
+        self.cut.clear()
 
 
 def _tile(queues: dict[tuple[str, int], ConsumeQueue], log_min: int, log_max: int, segment_size: int,
@@ -263,7 +304,7 @@ def _tile(queues: dict[tuple[str, int], ConsumeQueue], log_min: int, log_max: in
     """Walk every queue's entries in commitlog order while they tile the log: each starts where the
     previous one ended (or at the next segment after BLANK padding). Returns how many entries of each
     queue to keep, and the offset up to which the log is indexed."""
-    kept = dict.fromkeys(queues, 0)
+    kept = {key: cq.min_offset for key, cq in queues.items()}
     merged = heapq.merge(*(_checked(key, cq, log_min, log_max, segment_size) for key, cq in queues.items()))
     expected, last = log_min, None
     for phys, size, key in merged:
@@ -285,7 +326,7 @@ def _checked(key: tuple[str, int], cq: ConsumeQueue, log_min: int, log_max: int,
     """A queue's entries in order, up to the first that cannot be right on its own (not after the
     previous one, outside the log, or not placed as a record can be)."""
     prev_end = log_min
-    for phys, size, _ in cq.iter_entries():
+    for phys, size, _ in cq.iter_entries(cq.min_offset):
         if size < MIN_RECORD or phys < prev_end or phys + size > log_max or \
                 phys % segment_size + size + MIN_BLANK > segment_size:
             return

@@ -44,6 +44,9 @@ class Replication(Protocol):
 
     def quorum_unreachable(self) -> str | None: ...
 
+    def retention_floor(self) -> int | None:
+        """The lowest commitlog offset a connected slave still needs (None: no slave is connected)."""
+
 
 class LocalOnly:
     def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
@@ -68,6 +71,9 @@ class LocalOnly:
         return {"role": self.state.role.value}
 
     def quorum_unreachable(self) -> str | None:
+        return None
+
+    def retention_floor(self) -> int | None:
         return None
 
     async def start(self) -> None:
@@ -155,6 +161,9 @@ class AutoSwitchReplication:
 
     def quorum_unreachable(self) -> str | None:
         return self.ha.quorum_unreachable()
+
+    def retention_floor(self) -> int | None:
+        return self.ha.retention_floor()
 
     def in_sync_replicas_nums(self) -> int:
         return self.ha.tracker.in_sync_nums() if self.ha.active else 0

@@ -26,6 +26,7 @@ from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
 from services.broker.record import MAX_TOPIC_LENGTH, IndexEntry, valid_topic
+from services.broker.retention import SegmentInfo
 from services.broker.topics import TopicRegistry
 from services.common.durable import atomic_write
 from services.common.faults import fault_point
@@ -146,6 +147,8 @@ class MessageStore:
         log_min, log_max = self.commitlog.min_offset, self.commitlog.max_offset
         self.epochs.load(log_has_data=log_max > log_min)
         self.epochs.truncate_suffix_by_offset(log_max + 1)
+        if log_min > 0:  # retention deleted segments; a crash may have come before their epochs went
+            self.epochs.truncate_prefix_by_offset(log_min - 1)
         self.queues.load()
         # The queues themselves say how far the log is indexed (verify checks them against it);
         # re-dispatching from there is idempotent.
@@ -341,17 +344,51 @@ class MessageStore:
         self.epochs.truncate_suffix_by_offset(offset + 1)  # epochs starting past the new end
         self._rebuild_queue_offsets()
 
+    # ------------------------------------------------------------------ retention
+    def segment_infos(self) -> list[SegmentInfo]:
+        return [SegmentInfo(start, end, modified) for start, end, modified in self.commitlog.segment_spans()]
+
+    def retention_floor(self) -> int:
+        """No segment holding a byte at or above this may be deleted: what is not yet confirmed, indexed by
+        the consume queues or fsynced."""
+        return min(self._confirm_offset, self.reput_offset, self.commitlog.flushed_offset)
+
+    def delete_oldest(self, count: int) -> int:
+        """Delete the ``count`` oldest commitlog segments (retention.py decides which), then what pointed
+        into them: consume-queue entries (each queue's min offset moves up) and epochs that ended before the
+        log's new start (RocketMQ's truncateEpochFilePrefix). Returns the log's new start. A crash in
+        between is repaired at the next open, which does the same from the files left."""
+        new_min = self.commitlog.delete_head(count)
+        self.queues.trim(new_min)
+        self.epochs.truncate_prefix_by_offset(new_min - 1)
+        return new_min
+
+    def start_over(self, offset: int) -> None:
+        """Replica path: discard the whole log, its queues and epochs, durably, and begin again empty at
+        ``offset`` (the master's oldest data; the next write lands there). For a slave whose log ends before
+        anything its master still keeps (ha/protocol.py, step 4)."""
+        self._check_open()
+        log.warning("store %s: the master no longer holds the data after this log's end (%d; its oldest data "
+                    "is at %d): discarding this log and starting over from there", self.root, self.max_offset,
+                    offset)
+        self.truncate(self.commitlog.min_offset)
+        self.epochs.truncate_suffix_by_offset(-1)
+        self.queues.destroy()
+        self.queues.load()
+        self.next_queue_offsets.clear()
+
     # ------------------------------------------------------------------ reads
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> GetResult:
         cq = self.queues.queue(topic, queue_id)
         if cq is None:
             return GetResult("NO_MATCHED_LOGIC_QUEUE", 0, 0, 0, [])
-        max_q = cq.count
-        if queue_offset < 0 or queue_offset > max_q:
-            status = "OFFSET_OVERFLOW_BADLY" if queue_offset > max_q else "OFFSET_TOO_SMALL"
-            return GetResult(status, max(0, min(queue_offset, max_q)), 0, max_q, [])
+        min_q, max_q = cq.min_offset, cq.count
+        if queue_offset > max_q:
+            return GetResult("OFFSET_OVERFLOW_BADLY", max_q, min_q, max_q, [])
+        if queue_offset < min_q or queue_offset < 0:  # retention deleted it: go on from the oldest kept
+            return GetResult("OFFSET_TOO_SMALL", min_q, min_q, max_q, [])
         if queue_offset == max_q:
-            return GetResult("NO_NEW_MSG", queue_offset, 0, max_q, [])
+            return GetResult("NO_NEW_MSG", queue_offset, min_q, max_q, [])
         records: list[MessageRecord] = []
         offset = queue_offset
         while offset < max_q and len(records) < max_nums:
@@ -359,10 +396,10 @@ class MessageStore:
             if isinstance(rec, str):
                 if records:
                     break  # the next pull, at the damaged one, gets the error
-                return GetResult(MESSAGE_DAMAGED, offset, 0, max_q, [], rec)
+                return GetResult(MESSAGE_DAMAGED, offset, min_q, max_q, [], rec)
             records.append(rec)
             offset += 1
-        return GetResult("FOUND" if records else "NO_MESSAGE_IN_QUEUE", offset, 0, max_q, records)
+        return GetResult("FOUND" if records else "NO_MESSAGE_IN_QUEUE", offset, min_q, max_q, records)
 
     def _read_entry(self, entry: tuple[int, int, int] | None, topic: str, queue_id: int,
                     queue_offset: int) -> MessageRecord | str:
@@ -403,7 +440,8 @@ class MessageStore:
             queue_rows: list[dict[str, object]] = []
             for qid in range(self.queue_nums):
                 cq = self.queues.queue(topic, qid)
-                queue_rows.append({"queueId": qid, "minOffset": 0, "maxOffset": cq.count if cq else 0,
+                queue_rows.append({"queueId": qid, "minOffset": cq.min_offset if cq else 0,
+                                   "maxOffset": cq.count if cq else 0,
                                    "writtenOffset": self.next_queue_offsets.get((topic, qid), 0)})
             result.append({"topic": topic, "queues": queue_rows})
         return result

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 _FALLOC_FL_KEEP_SIZE = 1
+_FALLOC_FL_PUNCH_HOLE = 2
 
 
 def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
@@ -38,6 +39,14 @@ def reserve(fd: int, length: int) -> None:
     """
     if _fallocate is not None and length > 0:
         _fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, length)
+
+
+def punch_hole(fd: int, offset: int, length: int) -> None:
+    """Give back the disk blocks of ``[offset, offset + length)`` of ``fd``; the bytes then read as zeroes and
+    the file keeps its size. Best effort, as :func:`reserve`: where the call is missing or refused, the
+    caller must not rely on the bytes being zero (they are simply left as they were)."""
+    if _fallocate is not None and length > 0:
+        _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length)
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

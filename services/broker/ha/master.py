@@ -178,6 +178,15 @@ class HAService:
                         self.config.brokerName, count, self.config.totalReplicas, self.config.inSyncReplicas,
                         self.config.minInSyncReplicas)
 
+    def retention_floor(self) -> int | None:
+        """The lowest offset a connected slave (learners too) still needs: what it has acknowledged. While an
+        authenticated one has not yet said where its log ends, the log's start (nothing goes)."""
+        if not self.active:
+            return None
+        if any(c.session.ack_offset < 0 for c in self.connections.values()):
+            return self.store.min_offset
+        return min((c.session.ack_offset for c in self.connections.values()), default=None)
+
     def acks(self) -> dict[int, int]:
         return {sid: c.session.ack_offset for sid, c in self.connections.items() if not c.learner}
 

@@ -8,7 +8,11 @@ Theory of operation
    master also has with the same start offset; the logs agree up to the smaller of the two ends. It
    truncates its log there, durably, before it acknowledges anything. No common epoch (or a point below
    the master's oldest data) means the logs cannot be reconciled: the slave stops with an error.
-4. The slave acks its max offset; the master streams whole records from there. A frame never crosses
+4. The slave acks its max offset; the master streams whole records from there. If retention has
+   deleted that offset on the master, it streams from its oldest data instead, and the slave, seeing
+   its first frame land past its end, discards its log and starts over there (as a Kafka follower does
+   when its offset is out of the leader's range): everything it held was older than anything the
+   master still keeps. A frame never crosses
    an epoch boundary, and every epoch (even one with no data) is announced with an empty frame before
    its bytes, so the slave's epoch file ends up identical to the master's.
 5. The slave checks each frame: its offset must be the slave's own end (continuity), its epoch must
@@ -53,6 +57,11 @@ def decide_truncation(local: list[EpochEntry], local_min: int, local_max: int,
     mine = entries_with_end(local, local_max)
     theirs = entries_with_end(list(master.entries), master.max_offset)
     point = mine.find_consistent_point(theirs)
+    if point < 0 and local_max <= master.entries[0][1]:
+        # All of this log lies before the master's oldest epoch: retention deleted that history there (and
+        # its epochs). Nothing to compare or cut; the master streams from its oldest data and this replica
+        # starts over there (step 4).
+        return local_max
     if point < 0:
         raise Unreconcilable(f"no epoch in common with the master (local epochs {[(e.epoch, e.start_offset) for e in local]}, "
                              f"master epochs {list(master.entries)}). {WAY_OUT}")
@@ -103,7 +112,9 @@ def transfer_start(request_offset: int, master_min: int, master_max: int, segmen
             return master_max - master_max % segment_size
         return master_min
     if request_offset < master_min:
-        raise ProtocolError(f"the slave's offset {request_offset} is below the master's oldest data {master_min}")
+        # Retention deleted what follows the slave's end here: it starts over from the oldest data kept (its
+        # first frame lands past its end, which a slave accepts only as the first frame: SlaveSession.apply).
+        return master_min
     return request_offset
 
 

@@ -108,6 +108,8 @@ class Log(Protocol):
 
     def truncate(self, offset: int) -> None: ...
 
+    def start_over(self, offset: int) -> None: ...
+
 
 # ---------------------------------------------------------------------- decisions handed to the I/O code
 
@@ -314,6 +316,7 @@ class SlaveSession:
         self.learner, self.sync_from_last_file = learner, sync_from_last_file
         self.state = State.CHALLENGE
         self.acked = -1  # the last offset acknowledged on this connection
+        self._first_frame = True
         self._nonce = nonce()
         self._reader = MasterFrameReader()
         self._challenge: MasterChallenge | None = None
@@ -382,6 +385,10 @@ class SlaveSession:
         its frame's epoch is recorded or any byte written."""
         confirm = -1
         for frame in frames:
+            if self._first_frame and frame.offset > self.log.max_offset > self.log.min_offset:
+                # The master's oldest data is past this log's end (protocol.transfer_start): start over there.
+                self.log.start_over(frame.offset)
+            self._first_frame = False
             step: SlaveStep = slave_step(frame, self.log.min_offset, self.log.max_offset,
                                          self.log.epochs.last_epoch())
             checked = self._checked(frame.offset, step.append) if step.append else None

@@ -25,7 +25,7 @@ import pytest
 
 from services.broker.epoch_file import MAX_OFFSET, EpochEntry, EpochFileCache
 from services.broker.ha.auth import BrokerKey
-from services.broker.ha.frames import MasterFrameReader, Transfer
+from services.broker.ha.frames import MasterFrameReader, ProtocolError, Transfer
 from services.broker.ha.protocol import Unreconcilable, epoch_index_for
 from services.broker.ha.session import (
     Acked,
@@ -417,6 +417,61 @@ class TestEmptySlaveCatchesUp:
         assert commitlog_files(slave) == {name: commitlog_files(master)[name]}
         assert record_bodies(slave, last_file) == record_bodies(master, last_file)
         assert s.confirm_offset == m.max_offset
+
+
+# ====================================================================================== (a') retention
+
+
+def queue_bodies(node: Node) -> list[list[bytes]]:
+    """Every message body each queue still holds, from the queue's min offset."""
+    result = []
+    for q in range(QUEUES):
+        cq = node.store.queues.queue(TOPIC, q)
+        start = cq.min_offset if cq else 0
+        result.append([r.body for r in node.store.get_messages(TOPIC, q, start, 10_000).records])
+    return result
+
+
+class TestSlaveBehindRetention:
+    """The master's retention deleted what a slave needs to catch up: the slave starts over from the master's
+    oldest data (protocol.py step 4) instead of being stuck, and ends up byte-identical to it."""
+
+    def test_slave_starts_over_at_the_masters_oldest_data(self, nodes: Nodes) -> None:
+        master, slave = nodes(1), nodes(2)
+        master.become_master(1)
+        master.write(10, "e1")
+        Connection(master, slave).run()
+        end_seen = slave.store.max_offset
+        master.become_master(2)  # the slave is away while the master writes on and deletes old segments
+        master.write(60, "e2")
+        master.store.flush()
+        new_min = master.store.delete_oldest(len(master.store.commitlog.segments) - 2)
+        assert new_min > end_seen
+
+        conn = Connection(master, slave)
+        assert conn.run() == end_seen  # nothing to cut: the slave's log is simply behind
+        assert conn.sent[0].offset == new_min
+        check_frames(conn)
+        m, s = master.store, slave.store
+        assert (s.min_offset, s.max_offset) == (new_min, m.max_offset)
+        assert commitlog_files(slave) == commitlog_files(master)
+        assert s.epochs.entries() == m.epochs.entries()
+        assert queue_bodies(slave) == queue_bodies(master) and sum(map(len, queue_bodies(slave))) > 0
+        slave.crash_and_reopen()  # what the start-over did is on disk
+        assert (slave.store.min_offset, slave.store.max_offset) == (new_min, m.max_offset)
+        assert queue_bodies(slave) == queue_bodies(master)
+
+    def test_a_gap_after_the_first_frame_is_still_refused(self, nodes: Nodes) -> None:
+        master, slave = nodes(1), nodes(2)
+        master.become_master(1)
+        master.write(10, "e1")
+        Connection(master, slave).run()
+        gap = Transfer(slave.store.max_offset + SEG, 1, 0, 0, b"")
+        session = SlaveSession(slave.store, GROUP, 2, 1, 1, slave.key)
+        session._first_frame = False
+        with pytest.raises(ProtocolError, match="discontinuity"):
+            session.apply((gap,))
+        assert slave.store.min_offset == 0  # nothing discarded
 
 
 # ====================================================================================== (b) divergent tail

@@ -153,6 +153,14 @@ class TestDecideTruncation:
         with pytest.raises(Unreconcilable, match="below the master's oldest data"):
             decide_truncation(local((1, 100)), 100, 400, hs)
 
+    def test_log_entirely_before_the_masters_oldest_epoch_is_kept_for_a_start_over(self) -> None:
+        # Retention on the master dropped epoch 1 (and its data): the slave's log ends at or before the
+        # master's first epoch, so nothing is cut here and the master streams from its oldest data.
+        assert decide_truncation(local((1, 0)), 0, 2165, master(15_000, (2, 2165))) == 2165
+        assert decide_truncation(local((1, 0)), 0, 2000, master(15_000, (3, 4096))) == 2000
+        with pytest.raises(Unreconcilable, match="no epoch in common"):  # past it: a divergent log
+            decide_truncation(local((1, 0)), 0, 2166, master(15_000, (2, 2165)))
+
     def test_error_mentions_the_way_out(self) -> None:
         with pytest.raises(Unreconcilable, match="move its store directory aside"):
             point([(1, 0)], 500, [(2, 0)], 700)
@@ -311,9 +319,10 @@ class TestTransferStart:
         assert transfer_start(5000, 0, 10_000, self.SEG, True) == 5000  # flag only matters for a new slave
         assert transfer_start(10_000, 0, 10_000, self.SEG, False) == 10_000
 
-    def test_slave_offset_below_master_min(self) -> None:
-        with pytest.raises(ProtocolError, match="below"):
-            transfer_start(100, 4096, 10_000, self.SEG, False)
+    def test_slave_offset_below_master_min_starts_it_over_at_the_oldest_data(self) -> None:
+        # Retention deleted what the slave needs: it is streamed the master's oldest data (and starts over).
+        assert transfer_start(100, 4096, 10_000, self.SEG, False) == 4096
+        assert transfer_start(100, 4096, 10_000, self.SEG, True) == 4096
 
     def test_slave_offset_at_master_min(self) -> None:
         assert transfer_start(4096, 4096, 10_000, self.SEG, False) == 4096
