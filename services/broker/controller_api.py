@@ -1,5 +1,5 @@
 """The broker's one way to the controllers: :class:`ControllerApi`, asyncio methods that give the broker the
-same answers (dicts in the HTTP API's field names) over HTTP (:class:`BrokerControllerApi`, here) or over
+same answers (the contract's models, services/controller/contract.py) over HTTP (:class:`BrokerControllerApi`, here) or over
 RocketMQ's remoting protocol (``controller_remoting.py``), chosen by the broker's ``controllerProtocol``.
 Registration, heartbeats to every controller, the group's replica info, elections, SyncStateSet alters and
 the group's keys all go through it; each implementation takes an injectable transport, so the broker's
@@ -46,14 +46,14 @@ class ControllerApi(Protocol):
     async def get_next_broker_id(self, cluster: str, broker_name: str) -> int: ...
     async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None: ...
     async def register_broker(self, cluster: str, broker_name: str, broker_id: int,
-                              address: str) -> dict[str, Any]: ...
+                              address: str) -> contract.MasterView: ...
     async def broker_keys(self, broker_name: str) -> dict[int, str]: ...
-    async def get_replica_info(self, broker_name: str) -> dict[str, Any]: ...
+    async def get_replica_info(self, broker_name: str) -> contract.MasterView: ...
     async def registered_replicas(self, broker_name: str) -> int: ...
-    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None: ...
+    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> contract.MasterView | None: ...
     async def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
-                                   sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]: ...
-    async def heartbeat_all(self, body: dict[str, Any]) -> int: ...
+                                   sync_state_set_epoch: int, signature: str = "") -> contract.AlterResult: ...
+    async def heartbeat_all(self, body: contract.HeartbeatRequest) -> int: ...
 
 
 def checked(model: type[M], data: Any) -> M:
@@ -73,12 +73,17 @@ def key_refused(broker_id: int, broker_name: str, remark: str) -> ConfigError:
         "'broker key damaged or lost'")
 
 
-def elected(data: dict[str, Any] | None, broker_name: str, remark: str) -> dict[str, Any] | None:
+def elected(view: contract.MasterView | None, broker_name: str, remark: str) -> contract.MasterView | None:
     """An election's answer, or None if it named no master."""
-    if data is None or data.get("masterBrokerId") is None or not data.get("masterAddress"):
+    if view is None or view.masterBrokerId is None or not view.masterAddress:
         log.info("election for %s elected nobody: %s", broker_name, remark)
         return None
-    return dict(data)
+    return view
+
+
+def body(request: BaseModel) -> dict[str, Any]:
+    """A request model as the JSON body it is sent as (fields left unset are left out)."""
+    return request.model_dump(exclude_none=True)
 
 
 class BrokerControllerApi:
@@ -106,29 +111,30 @@ class BrokerControllerApi:
         return checked(contract.NextBrokerId, env.data).nextBrokerId
 
     async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
-        await self.client.call("POST", contract.APPLY_BROKER_ID, json={
-            "clusterName": cluster, "brokerName": broker_name, "appliedBrokerId": broker_id,
-            "registerCheckCode": check_code, "publicKey": self.public_key})
+        await self.client.call("POST", contract.APPLY_BROKER_ID, json=body(contract.ApplyBrokerIdRequest(
+            clusterName=cluster, brokerName=broker_name, appliedBrokerId=broker_id, registerCheckCode=check_code,
+            publicKey=self.public_key)))
 
-    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int,
+                              address: str) -> contract.MasterView:
         try:
-            env = await self.client.call("POST", contract.REGISTER_BROKER, json={
-                "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "brokerAddress": address,
-                "publicKey": self.public_key})
+            env = await self.client.call("POST", contract.REGISTER_BROKER, json=body(contract.RegisterBrokerRequest(
+                clusterName=cluster, brokerName=broker_name, brokerId=broker_id, brokerAddress=address,
+                publicKey=self.public_key)))
         except RemoteError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
                 raise key_refused(broker_id, broker_name, exc.remark) from None
             raise
-        return checked(contract.MasterView, env.data).model_dump()
+        return checked(contract.MasterView, env.data)
 
     async def broker_keys(self, broker_name: str) -> dict[int, str]:
         """The public key of every broker id of ``broker_name``, as the controller holds them."""
         env = await self.client.call("GET", contract.BROKER_KEYS, params={"brokerName": broker_name})
         return {k.brokerId: k.publicKey for k in checked(contract.BrokerKeys, env.data).keys}
 
-    async def get_replica_info(self, broker_name: str) -> dict[str, Any]:
+    async def get_replica_info(self, broker_name: str) -> contract.MasterView:
         env = await self.client.call("GET", contract.REPLICA_INFO, params={"brokerName": broker_name})
-        return checked(contract.MasterView, env.data).model_dump()
+        return checked(contract.MasterView, env.data)
 
     async def registered_replicas(self, broker_name: str) -> int:
         """How many replicas of ``broker_name`` the controller knows (in sync or not)."""
@@ -136,28 +142,31 @@ class BrokerControllerApi:
         data = checked(contract.SyncStateData, env.data)
         return sum(len(e.inSyncReplicas) + len(e.notInSyncReplicas) for e in data.brokers)
 
-    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
+    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> contract.MasterView | None:
         """Broker-triggered election; the answer (SUCCESS or MASTER_STILL_EXIST) or None if nobody won."""
-        env = await self.client.call("POST", contract.ELECT_MASTER, json={
-            "clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id, "designateElect": False},
+        env = await self.client.call("POST", contract.ELECT_MASTER, json=body(contract.ElectMasterBody(
+            clusterName=cluster, brokerName=broker_name, brokerId=broker_id, designateElect=False)),
             accept=ELECT_ANSWERS)
         view = checked(contract.MasterView, env.data) if env.data is not None else None
-        return elected(view.model_dump() if view is not None else None, broker_name, env.remark)
+        return elected(view, broker_name, env.remark)
 
     async def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
-                                   sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]:
+                                   sync_state_set_epoch: int, signature: str = "") -> contract.AlterResult:
         """``signature``: this master's, over the change (the controller refuses an unsigned alter for a
         master that registered a key)."""
-        env = await self.client.call("POST", contract.ALTER_SYNC_STATE_SET, json={
-            "brokerName": broker_name, "masterBrokerId": master_id, "masterEpoch": master_epoch,
-            "newSyncStateSet": members, "syncStateSetEpoch": sync_state_set_epoch, "signature": signature})
-        return checked(contract.AlterResult, env.data).model_dump()
+        env = await self.client.call("POST", contract.ALTER_SYNC_STATE_SET, json=body(
+            contract.AlterSyncStateSetRequest(brokerName=broker_name, masterBrokerId=master_id,
+                                              masterEpoch=master_epoch, newSyncStateSet=members,
+                                              syncStateSetEpoch=sync_state_set_epoch, signature=signature)))
+        return checked(contract.AlterResult, env.data)
 
-    async def heartbeat_all(self, body: dict[str, Any]) -> int:
+    async def heartbeat_all(self, beat: contract.HeartbeatRequest) -> int:
         """Send one heartbeat to every controller (not only the leader); returns how many answered."""
+        payload = body(beat)
+
         async def one(address: str) -> bool:
             try:
-                env = await self.client.request_node(address, "POST", contract.HEARTBEAT, json=body,
+                env = await self.client.request_node(address, "POST", contract.HEARTBEAT, json=payload,
                                                      timeout=HEARTBEAT_TIMEOUT_S)
             except MqctlError:
                 return False

@@ -23,13 +23,13 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from services.broker.controller_api import ELECT_ANSWERS, HEARTBEAT_TIMEOUT_S, elected, key_refused
 from services.common.addresses import parse_addresses
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import MqctlError, RemoteError, UnreachableError
 from services.common.remoting_client import RemotingClient, RemotingTimeout
+from services.controller import contract
 from services.remoting import bodies
 from services.remoting import headers as h
 from services.remoting import mqctl_ext as ext
@@ -119,7 +119,8 @@ class RemotingControllerApi:
                                               applied_broker_id=broker_id, register_check_code=check_code)
         await self._call(make_request(RC.CONTROLLER_APPLY_BROKER_ID, 0, {**header.to_ext_fields(), **self._key()}))
 
-    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int,
+                              address: str) -> contract.MasterView:
         header = h.RegisterBrokerToControllerRequestHeader(
             cluster_name=cluster, broker_name=broker_name, broker_id=broker_id, broker_address=address,
             invoke_time=time.time_ns() // 1_000_000)
@@ -133,9 +134,9 @@ class RemotingControllerApi:
         with _answer_checked(answer):
             result = h.RegisterBrokerToControllerResponseHeader.from_ext_fields(answer.ext_fields)
             members = bodies.SyncStateSet.decode(answer.body) if answer.body else bodies.SyncStateSet(frozenset())
-        return {"clusterName": cluster, "brokerName": broker_name, "masterBrokerId": result.master_broker_id,
-                "masterAddress": result.master_address, "masterEpoch": result.master_epoch,
-                "syncStateSetEpoch": members.sync_state_set_epoch, "syncStateSet": sorted(members.sync_state_set)}
+        return contract.MasterView(masterBrokerId=result.master_broker_id, masterAddress=result.master_address,
+                                   masterEpoch=result.master_epoch, syncStateSetEpoch=members.sync_state_set_epoch,
+                                   syncStateSet=sorted(members.sync_state_set))
 
     async def broker_keys(self, broker_name: str) -> dict[int, str]:
         header = ext.BrokerKeysRequestHeader(broker_name=broker_name)
@@ -144,15 +145,15 @@ class RemotingControllerApi:
             return ext.BrokerKeys.decode(answer.body).keys
 
     # ------------------------------------------------------------------ the group's master and set
-    async def get_replica_info(self, broker_name: str) -> dict[str, Any]:
+    async def get_replica_info(self, broker_name: str) -> contract.MasterView:
         header = h.GetReplicaInfoRequestHeader(broker_name=broker_name)
         answer = await self._call(make_request(RC.CONTROLLER_GET_REPLICA_INFO, 0, header.to_ext_fields()))
         with _answer_checked(answer):
             result = h.GetReplicaInfoResponseHeader.from_ext_fields(answer.ext_fields)
             members = bodies.SyncStateSet.decode(answer.body) if answer.body else bodies.SyncStateSet(frozenset())
-        return {"brokerName": broker_name, "masterBrokerId": result.master_broker_id,
-                "masterAddress": result.master_address, "masterEpoch": result.master_epoch,
-                "syncStateSetEpoch": members.sync_state_set_epoch, "syncStateSet": sorted(members.sync_state_set)}
+        return contract.MasterView(masterBrokerId=result.master_broker_id, masterAddress=result.master_address,
+                                   masterEpoch=result.master_epoch, syncStateSetEpoch=members.sync_state_set_epoch,
+                                   syncStateSet=sorted(members.sync_state_set))
 
     async def registered_replicas(self, broker_name: str) -> int:
         answer = await self._call(make_request(RC.CONTROLLER_GET_SYNC_STATE_DATA, 0, None,
@@ -161,21 +162,20 @@ class RemotingControllerApi:
             table = bodies.BrokerReplicasInfo.decode(answer.body).replicas_info_table if answer.body else {}
         return sum(len(i.in_sync_replicas) + len(i.not_in_sync_replicas) for i in table.values())
 
-    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
+    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> contract.MasterView | None:
         header = h.ElectMasterRequestHeader(cluster_name=cluster, broker_name=broker_name, broker_id=broker_id,
                                             designate_elect=False, invoke_time=time.time_ns() // 1_000_000)
         answer = await self._call(make_request(RC.CONTROLLER_ELECT_MASTER, 0, header.to_ext_fields()), ELECT_ANSWERS)
         with _answer_checked(answer):
             result = h.ElectMasterResponseHeader.from_ext_fields(answer.ext_fields)
             body = bodies.ElectMasterResponseBody.decode(answer.body) if answer.body else None
-        return elected({"clusterName": cluster, "brokerName": broker_name, "masterBrokerId": result.master_broker_id,
-                        "masterAddress": result.master_address, "masterEpoch": result.master_epoch,
-                        "syncStateSetEpoch": result.sync_state_set_epoch,
-                        "syncStateSet": sorted(body.sync_state_set) if body is not None else []},
-                       broker_name, answer.remark or "")
+        view = contract.MasterView(masterBrokerId=result.master_broker_id, masterAddress=result.master_address,
+                                   masterEpoch=result.master_epoch, syncStateSetEpoch=result.sync_state_set_epoch,
+                                   syncStateSet=sorted(body.sync_state_set) if body is not None else [])
+        return elected(view, broker_name, answer.remark or "")
 
     async def alter_sync_state_set(self, broker_name: str, master_id: int, master_epoch: int, members: list[int],
-                             sync_state_set_epoch: int, signature: str = "") -> dict[str, Any]:
+                                   sync_state_set_epoch: int, signature: str = "") -> contract.AlterResult:
         header = h.AlterSyncStateSetRequestHeader(broker_name=broker_name, master_broker_id=master_id,
                                                   master_epoch=master_epoch, invoke_time=time.time_ns() // 1_000_000)
         fields = header.to_ext_fields()
@@ -186,22 +186,21 @@ class RemotingControllerApi:
         with _answer_checked(answer):
             result = h.AlterSyncStateSetResponseHeader.from_ext_fields(answer.ext_fields)
             committed = bodies.SyncStateSet.decode(answer.body) if answer.body else None
-        return {"newSyncStateSetEpoch": result.new_sync_state_set_epoch,
-                "syncStateSet": sorted(committed.sync_state_set) if committed is not None else sorted(members)}
+        return contract.AlterResult(newSyncStateSetEpoch=result.new_sync_state_set_epoch,
+                                    syncStateSet=sorted(committed.sync_state_set) if committed else sorted(members))
 
     # ------------------------------------------------------------------ heartbeats
-    async def heartbeat_all(self, body: dict[str, Any]) -> int:
+    async def heartbeat_all(self, beat: contract.HeartbeatRequest) -> int:
         """One oneway 904 to every controller; returns to how many it could be written."""
         header = h.BrokerHeartbeatRequestHeader(
-            cluster_name=str(body["clusterName"]), broker_addr=str(body["brokerAddr"]),
-            broker_name=str(body["brokerName"]), broker_id=body.get("brokerId"), epoch=body.get("epoch"),
-            max_offset=body.get("maxOffset"), confirm_offset=body.get("confirmOffset"),
-            heartbeat_timeout_mills=body.get("heartbeatTimeoutMills"), election_priority=body.get("electionPriority"))
+            cluster_name=beat.clusterName, broker_addr=beat.brokerAddr, broker_name=beat.brokerName,
+            broker_id=beat.brokerId, epoch=beat.epoch, max_offset=beat.maxOffset, confirm_offset=beat.confirmOffset,
+            heartbeat_timeout_mills=beat.heartbeatTimeoutMills, election_priority=beat.electionPriority)
         fields = header.to_ext_fields()
-        if body.get("asyncLearner"):
+        if beat.asyncLearner:
             fields["asyncLearner"] = "true"
-        if body.get("incarnation"):
-            fields["incarnation"] = str(body["incarnation"])
+        if beat.incarnation:
+            fields["incarnation"] = str(beat.incarnation)
         request = make_request(RC.BROKER_HEARTBEAT, 0, fields, oneway=True)
 
         async def one(address: str) -> bool:

@@ -29,6 +29,7 @@ from services.common.codes import ResponseCode
 from services.common.durable import atomic_write, durable_unlink
 from services.common.errors import ConfigError, RemoteError
 from services.common.faults import FAULT_ENV, fault_point  # noqa: F401  (tests patch identity.fault_point)
+from services.controller.contract import MasterView
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class RegistrationApi(Protocol):
     async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None: ...
 
     async def register_broker(self, cluster: str, broker_name: str, broker_id: int,
-                              address: str) -> dict[str, Any]: ...
+                              address: str) -> MasterView: ...
 
 
 class BrokerRegistrar:
@@ -141,7 +142,7 @@ class BrokerRegistrar:
                 f"configured as cluster {self.cluster!r} broker {self.broker_name!r}. Fix brokerClusterName/"
                 "brokerName, or use another storePathRootDir for a different broker")
 
-    async def register(self) -> dict[str, Any]:
+    async def register(self) -> MasterView:
         """Run the remaining steps; returns the registerBroker answer. Raises on failure (the state
         and files say where to resume)."""
         self.confirm_state()

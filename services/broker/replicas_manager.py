@@ -31,6 +31,7 @@ from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.errors import ConfigError, MqctlError, RemoteError
 from services.common.logsetup import CONTEXT
+from services.controller import contract
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,8 @@ class ReplicasManager:
         if not self.api.channels_included:
             self.channels.start(self.broker_id)
         async with self._lock:
-            if answer.get("masterBrokerId") is not None and answer.get("masterAddress") \
-                    and answer.get("masterBrokerId") != self.broker_id:
+            if answer.masterBrokerId is not None and answer.masterAddress \
+                    and answer.masterBrokerId != self.broker_id:
                 await self._change_role_locked(answer)
             else:
                 # No master, or the controller still lists this broker as master from before it
@@ -130,7 +131,7 @@ class ReplicasManager:
             except Exception:  # periodic tasks must survive anything (RocketMQ issue #7219)
                 log.exception("periodic task %s failed", getattr(action, "__name__", action))
 
-    async def _register_until_done(self) -> dict[str, Any] | None:
+    async def _register_until_done(self) -> contract.MasterView | None:
         delay = 0.5
         while True:
             try:
@@ -159,16 +160,14 @@ class ReplicasManager:
             delay = min(delay * 2, 5.0)
 
     # ------------------------------------------------------------------ heartbeats and metadata pull
-    def heartbeat_body(self) -> dict[str, Any]:
-        return {
-            "clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName,
-            "brokerAddr": self.config.address, "brokerId": self.broker_id,
-            "epoch": self.store.epochs.last_epoch(), "maxOffset": self.store.max_offset,
-            "confirmOffset": self.store.confirm_offset,
-            "heartbeatTimeoutMills": self.config.controllerHeartBeatTimeoutMills,
-            "electionPriority": self.config.brokerElectionPriority, "asyncLearner": self.config.asyncLearner,
-            "incarnation": self.incarnation,
-        }
+    def heartbeat_body(self) -> contract.HeartbeatRequest:
+        return contract.HeartbeatRequest(
+            clusterName=self.config.brokerClusterName, brokerName=self.config.brokerName,
+            brokerAddr=self.config.address, brokerId=self.broker_id, epoch=self.store.epochs.last_epoch(),
+            maxOffset=self.store.max_offset, confirmOffset=self.store.confirm_offset,
+            heartbeatTimeoutMills=self.config.controllerHeartBeatTimeoutMills,
+            electionPriority=self.config.brokerElectionPriority, asyncLearner=self.config.asyncLearner,
+            incarnation=self.incarnation)
 
     async def send_heartbeat(self) -> None:
         if self.broker_id is None:
@@ -192,23 +191,23 @@ class ReplicasManager:
                     return
                 self.broker_id = self.registrar.broker_id
                 async with self._lock:
-                    if answer.get("masterBrokerId") is not None:
+                    if answer.masterBrokerId is not None:
                         await self._change_role_locked(answer)
                 return
             raise
         async with self._lock:
             await self._apply_replica_info(info)
 
-    async def _apply_replica_info(self, info: dict[str, Any]) -> None:
-        epoch = int(info.get("masterEpoch") or 0)
-        restarted_master = info.get("masterBrokerId") == self.broker_id and self.state.role is Role.FENCED
-        if info.get("masterBrokerId") is None or not info.get("masterAddress") or restarted_master:
+    async def _apply_replica_info(self, info: contract.MasterView) -> None:
+        epoch = info.masterEpoch or 0
+        restarted_master = info.masterBrokerId == self.broker_id and self.state.role is Role.FENCED
+        if info.masterBrokerId is None or not info.masterAddress or restarted_master:
             await self._elect_locked()
         elif epoch > self.state.master_epoch:
             await self._change_role_locked(info)
         elif epoch == self.state.master_epoch and self.state.role is Role.MASTER:
-            ss_epoch = int(info.get("syncStateSetEpoch") or 0)
-            self.change_sync_state_set(info.get("syncStateSet") or [], ss_epoch)
+            ss_epoch = info.syncStateSetEpoch or 0
+            self.change_sync_state_set(info.syncStateSet, ss_epoch)
             for listener in self.listeners:
                 listener.on_controller_view(ss_epoch)
 
@@ -243,16 +242,16 @@ class ReplicasManager:
         finally:
             self._confirming = False
 
-    async def _change_role_locked(self, info: dict[str, Any]) -> None:
-        master_id, address = info.get("masterBrokerId"), info.get("masterAddress")
-        epoch = int(info.get("masterEpoch") or 0)
+    async def _change_role_locked(self, info: contract.MasterView) -> None:
+        master_id, address = info.masterBrokerId, info.masterAddress
+        epoch = info.masterEpoch or 0
         if master_id is None or not address or self.broker_id is None:
             return
         if epoch <= self.state.master_epoch:
             log.debug("ignoring role information of masterEpoch %d (holding %d)", epoch, self.state.master_epoch)
             return
-        members = frozenset(int(i) for i in info.get("syncStateSet") or [])
-        ss_epoch = int(info.get("syncStateSetEpoch") or 0)
+        members = frozenset(info.syncStateSet)
+        ss_epoch = info.syncStateSetEpoch or 0
         if int(master_id) == self.broker_id:
             await self.change_to_master(epoch, ss_epoch, members)
         else:

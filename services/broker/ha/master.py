@@ -266,7 +266,7 @@ class HAService:
                             "the controller shows what it committed", sorted(members), exc)
                 return
             if self.apply_committed is not None:
-                self.apply_committed(answer["syncStateSet"], int(answer["newSyncStateSetEpoch"]))
+                self.apply_committed(answer.syncStateSet, answer.newSyncStateSetEpoch)
 
     async def _shrink_loop(self) -> None:
         while self.active:

@@ -70,9 +70,10 @@ def test_http_follows_the_leader_and_sends_the_token_only_where_it_may() -> None
         api = http_api(controllers)
         try:
             info = await api.get_replica_info("broker-a")
-            assert (info["masterBrokerId"], info["masterEpoch"], api.leader) == (1, 3, B)
+            assert (info.masterBrokerId, info.masterEpoch, api.leader) == (1, 3, B)
             assert await api.elect_self("c", "broker-a", 2) is None  # ELECT_MASTER_FAILED is an answer
-            assert await api.heartbeat_all({"brokerName": "broker-a"}) == 2  # C is down
+            beat = contract.HeartbeatRequest(clusterName="c", brokerName="broker-a", brokerAddr="x:1")
+            assert await api.heartbeat_all(beat) == 2  # C is down
         finally:
             await api.aclose()
     asyncio.run(run())
@@ -131,12 +132,11 @@ def test_remoting_finds_the_leader_among_the_configured_addresses() -> None:
     async def run() -> None:
         api = RemotingControllerApi(f"{A};{B};{C}", timeout=1.0, client=client)  # type: ignore[arg-type]
         info = await api.get_replica_info("broker-a")
-        assert (info["masterBrokerId"], info["masterEpoch"], info["syncStateSet"], info["syncStateSetEpoch"]) == (
-            2, 5, [2, 3], 7)
+        assert (info.masterBrokerId, info.masterEpoch, info.syncStateSet, info.syncStateSetEpoch) == (2, 5, [2, 3], 7)
         assert api.leader == B
         await api.get_replica_info("broker-a")
-        assert await api.heartbeat_all({"clusterName": "c", "brokerName": "broker-a", "brokerAddr": "x:1",
-                                        "brokerId": 1, "incarnation": 9}) == 2
+        assert await api.heartbeat_all(contract.HeartbeatRequest(clusterName="c", brokerName="broker-a",
+                                                                 brokerAddr="x:1", brokerId=1, incarnation=9)) == 2
     asyncio.run(run())
     assert client.calls == [(A, 1004), (B, 1004), (B, 1004)]  # then straight to the leader it found
     assert client.oneways == [(A, 904), (B, 904)]
@@ -164,7 +164,7 @@ class InMemoryController:
     def __init__(self) -> None:
         self.addresses = [A]
         self.master: int | None = None
-        self.beats: list[dict[str, Any]] = []
+        self.beats: list[contract.HeartbeatRequest] = []
 
     async def aclose(self) -> None:
         pass
@@ -175,22 +175,23 @@ class InMemoryController:
     async def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int, check_code: str) -> None:
         pass
 
-    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
-        return {"masterBrokerId": self.master, "masterAddress": None, "masterEpoch": None,
-                "syncStateSet": [], "syncStateSetEpoch": 0}
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int,
+                              address: str) -> contract.MasterView:
+        return contract.MasterView(masterBrokerId=self.master, syncStateSetEpoch=0)
 
-    async def heartbeat_all(self, body: dict[str, Any]) -> int:
-        self.beats.append(body)
+    async def heartbeat_all(self, beat: contract.HeartbeatRequest) -> int:
+        self.beats.append(beat)
         return 1
 
-    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any] | None:
+    async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> contract.MasterView | None:
         self.master = broker_id
-        return {"masterBrokerId": broker_id, "masterAddress": "127.0.0.1:10911", "masterEpoch": 1,
-                "syncStateSet": [broker_id], "syncStateSetEpoch": 1}
+        return contract.MasterView(masterBrokerId=broker_id, masterAddress="127.0.0.1:10911", masterEpoch=1,
+                                   syncStateSet=[broker_id], syncStateSetEpoch=1)
 
-    async def get_replica_info(self, broker_name: str) -> dict[str, Any]:
-        return {"masterBrokerId": self.master, "masterAddress": "127.0.0.1:10911", "masterEpoch": 1,
-                "syncStateSet": [self.master], "syncStateSetEpoch": 1}
+    async def get_replica_info(self, broker_name: str) -> contract.MasterView:
+        assert self.master is not None
+        return contract.MasterView(masterBrokerId=self.master, masterAddress="127.0.0.1:10911", masterEpoch=1,
+                                   syncStateSet=[self.master], syncStateSetEpoch=1)
 
 
 def test_a_broker_registers_heartbeats_and_becomes_the_first_master(tmp_path: Path) -> None:
@@ -213,7 +214,7 @@ def test_a_broker_registers_heartbeats_and_becomes_the_first_master(tmp_path: Pa
     manager = asyncio.run(run())
     try:
         assert (manager.broker_id, manager.state.role, manager.state.master_epoch) == (1, Role.MASTER, 1)
-        assert controller.beats[0]["brokerId"] == 1 and controller.beats[0]["incarnation"] == manager.incarnation
+        assert controller.beats[0].brokerId == 1 and controller.beats[0].incarnation == manager.incarnation
         assert store.epochs.last_epoch() == 1  # the new epoch is recorded before the broker acts as master
         assert config.identity_file.read_text() == "DefaultCluster#broker-a#1"
     finally:

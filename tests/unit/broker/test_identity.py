@@ -20,6 +20,7 @@ from services.broker.identity import (
 )
 from services.common.codes import ResponseCode
 from services.common.errors import ConfigError, RemoteError, UnreachableError
+from services.controller.contract import MasterView
 
 CLUSTER = "default-cluster"
 BROKER = "default-broker"
@@ -73,7 +74,7 @@ class FakeController:
             bs["next"] += 1
         self._maybe_fail(self.fail_after, "apply_broker_id")
 
-    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> dict[str, Any]:
+    async def register_broker(self, cluster: str, broker_name: str, broker_id: int, address: str) -> MasterView:
         self.calls.append(("register_broker", cluster, broker_name, broker_id, address))
         self._maybe_fail(self.fail_before, "register_broker")
         bs = self.sets.get((cluster, broker_name))
@@ -81,8 +82,7 @@ class FakeController:
             raise RemoteError(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "not registered")
         code = bs["ids"][broker_id][1]
         bs["ids"][broker_id] = (address, code)
-        return {"clusterName": cluster, "brokerName": broker_name, "masterBrokerId": None,
-                "syncStateSet": [broker_id]}
+        return MasterView(syncStateSet=[broker_id])
 
     def methods(self) -> list[str]:
         return [c[0] for c in self.calls]
@@ -177,7 +177,7 @@ class TestRegister:
     def test_broker_register_success(self, files: IdentityFiles, ctrl: FakeController) -> None:
         reg = registrar(files, ctrl)
         answer = asyncio.run(reg.register())
-        assert answer["syncStateSet"] == [1]
+        assert answer.syncStateSet == [1]
         assert_registered(reg, files, 1)
         assert ctrl.methods() == ["get_next_broker_id", "apply_broker_id", "register_broker"]
         code = ctrl.calls[1][4]

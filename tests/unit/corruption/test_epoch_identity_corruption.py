@@ -24,6 +24,7 @@ from services.broker.ha.protocol import Unreconcilable, decide_truncation
 from services.broker.identity import BrokerRegistrar, Identity, IdentityFiles, RegisterState
 from services.broker.store import Message, MessageStore
 from services.common.errors import ConfigError
+from services.controller.contract import MasterView
 
 GARBAGE = {
     "text": b"hello world\n",
@@ -181,11 +182,11 @@ class _Controller:
 
     async def register_broker(
         self, cluster: str, broker_name: str, broker_id: int, address: str
-    ) -> dict[str, object]:
+    ) -> MasterView:
         self.calls.append(("register", broker_id))
         if broker_id < 1:  # the controller API refuses ids below 1 (INVALID_PARAMETER)
             raise AssertionError(f"registerBroker with broker id {broker_id}")
-        return {"masterBrokerId": None}
+        return MasterView()
 
 
 def registrar(tmp_path: Path, ctrl: _Controller) -> BrokerRegistrar:
