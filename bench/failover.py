@@ -21,6 +21,7 @@ import httpx
 
 from bench.common import scratch_dir, summary, table, write_result
 from mqctl.cluster import DevCluster, wait_until
+from services.broker import contract as bc
 from services.controller import contract
 from tests.chaos.harness import free_base_port
 
@@ -46,7 +47,7 @@ class Writer(threading.Thread):
                         if address is None:
                             time.sleep(0.01)
                             continue
-                    r = client.post(f"http://{address}/v1/broker/sendMessage", json={"topic": "F", "body": "x"})
+                    r = client.post(f"http://{address}{bc.SEND_MESSAGE}", json={"topic": "F", "body": "x"})
                     if r.json()["data"]["status"] == "PUT_OK":
                         self.ok_times.append((int(time.time() * 1000), address))
                     else:
@@ -77,7 +78,7 @@ def one_failover(cluster: DevCluster, writer: Writer, mode: str) -> dict[str, fl
     event = wait_until(lambda: elect_event_after(cluster, epoch), 60, "the election", interval=0.02)
     new = next(n for n in cluster.brokers(GROUP) if n.address == cluster.sync_state(GROUP)["masterAddress"])
     with httpx.Client(timeout=2.0) as client:
-        info = wait_until(lambda: (i := client.get(f"http://{new.address}/v1/broker/runtimeInfo").json()["data"])
+        info = wait_until(lambda: (i := client.get(f"http://{new.address}{bc.RUNTIME_INFO}").json()["data"])
                           ["role"] == "MASTER" and i, 30, "the role change", interval=0.02)
     # from the new master only: an answer the old one sent just before the signal can be read after it
     first_ok = wait_until(lambda: next((t for t, by in writer.ok_times if t > t0 and by == new.address), None),

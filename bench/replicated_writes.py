@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.common import alternate, cpu_seconds, run_workers, scratch_dir, summary, table, write_result
 from mqctl.cluster import DevCluster
+from services.broker import contract as bc
 from tests.chaos.harness import free_base_port
 
 
@@ -73,7 +74,7 @@ def drive(address: str, seconds: float, batch: int, size: int, producers: int,
                         time.sleep(wait)
                     next_at += interval
                 t0 = time.perf_counter()
-                conn.request("POST", "/v1/broker/sendMessages", body=payload, headers=headers)
+                conn.request("POST", bc.SEND_MESSAGES, body=payload, headers=headers)
                 answer = conn.getresponse().read()
                 latencies[i].append((time.perf_counter() - t0) * 1000)
                 status = json.loads(answer)["data"]["status"]

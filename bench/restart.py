@@ -27,6 +27,7 @@ import httpx
 
 from bench.common import run_workers, scratch_dir, table, write_result
 from mqctl.cluster import ControllerCluster, free_port_pair, make_broker, wait_until
+from services.broker import contract as bc
 from services.broker.store import Message, MessageStore
 
 SEGMENT = 64 * 2**20
@@ -66,7 +67,7 @@ def time_broker_start(root: Path, name: str, store_from: Path | None, controller
     try:
         with httpx.Client(timeout=1.0) as c:
             def up() -> dict[str, Any] | None:
-                r = c.get(f"http://{node.address}/v1/broker/runtimeInfo")
+                r = c.get(f"http://{node.address}{bc.RUNTIME_INFO}")
                 return r.json()["data"] if r.status_code == 200 else None
             info = wait_until(up, 120, f"broker {name} to answer", interval=0.02)
         ready = time.monotonic() - started

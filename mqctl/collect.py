@@ -28,7 +28,6 @@ from services.common.remoting_admin import NotOverRemoting
 from services.controller import contract
 
 EVENTS_PATH = contract.EVENTS
-EPOCH_CACHE_PATH = "/v1/broker/epochCache"
 EVENT_FIELDS = ("clusterName", "brokerName", "index", "eventType", "timestamp", "elected", "electReason",
                 "masterBrokerId", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "brokerId", "brokerAddress",
                 "brokerIds")
@@ -134,17 +133,17 @@ def _collect_epochs(replicas: list[Replica], client: BrokerClient, directory: Pa
     with open(directory / "epochs" / "epochs.jsonl", "w", encoding="utf-8") as out:
         for replica in replicas:
             try:
-                data = client.request(replica.address, "GET", EPOCH_CACHE_PATH).data
+                cache = client.epoch_cache(replica.address)
             except MqctlError as exc:
                 result.unreachable.append(f"{replica.broker_name} broker {replica.broker_id} at "
                                           f"{replica.address}: {exc}")
                 progress.advance(task)
                 continue
-            for entry in data.get("epochEntries") or []:
+            for entry in cache.epochEntries:
                 _write_row(out, {"clusterName": replica.cluster, "brokerName": replica.broker_name,
                                  "brokerId": replica.broker_id, "brokerAddress": replica.address,
-                                 "epoch": entry["epoch"], "startOffset": entry["startOffset"],
-                                 "endOffset": entry.get("endOffset")})
+                                 "epoch": entry.epoch, "startOffset": entry.startOffset,
+                                 "endOffset": entry.endOffset})
                 result.epoch_entries += 1
             result.brokers += 1
             progress.advance(task)

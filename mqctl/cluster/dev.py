@@ -268,10 +268,10 @@ class DevCluster:
                             meta = client.request_node(node.address, "GET", contract.METADATA).data
                             row["role"] = "leader" if meta.get("isLeader") else "follower"
                         else:
-                            info = brokers.request(node.address, "GET", "/v1/broker/runtimeInfo").data
-                            row["role"] = str(info["role"]).lower()
-                            row["masterEpoch"] = info["masterEpoch"]
-                            row["maxOffset"] = info["maxOffset"]
+                            info = brokers.runtime_info(node.address)
+                            row["role"] = info.role.lower()
+                            row["masterEpoch"] = info.masterEpoch
+                            row["maxOffset"] = info.maxOffset
                     except MqctlError:
                         row["role"] = "starting"
                 rows.append(row)

@@ -11,6 +11,7 @@ import click
 from mqctl import render_broker
 from mqctl.app import App, pass_app
 from mqctl.commands.controller import CONTROLLER_ADDR_HELP, format_option, watch_options
+from services.broker import contract as bc
 from services.broker.cli import start_broker
 from services.common import remoting_admin
 from services.common.addresses import split_address
@@ -86,7 +87,7 @@ def _find_master(app: App, controller_address: str | None, broker_name: str | No
 
 
 def _send(brokers: BrokerClient, address: str, payload: dict[str, Any], follow: bool) -> tuple[Any, str]:
-    env = brokers.request(address, "POST", "/v1/broker/sendMessage", json=payload,
+    env = brokers.request(address, "POST", bc.SEND_MESSAGE, json=payload,
                           accept=(ResponseCode.SERVICE_NOT_AVAILABLE,))
     if env.code == ResponseCode.SERVICE_NOT_AVAILABLE:
         master = (env.data or {}).get("masterAddress")
@@ -156,16 +157,14 @@ def _read_queue(brokers: BrokerClient, address: str, topic: str, qid: int, start
     the last message read."""
     next_offset = start
     while len(messages) < count:
-        data = brokers.request(address, "GET", "/v1/broker/pullMessage", params={
-            "topic": topic, "queueId": qid, "queueOffset": next_offset,
-            "maxNums": min(1024, count - len(messages))}).data
-        messages.extend(data["messages"])
-        if data["status"] == "OFFSET_TOO_SMALL" and data["nextBeginOffset"] > next_offset:
-            next_offset = data["nextBeginOffset"]  # retention deleted it: on from the oldest kept, as a consumer does
+        pulled = brokers.pull(address, topic, qid, next_offset, min(1024, count - len(messages)))
+        messages.extend(m.model_dump() for m in pulled.messages)
+        if pulled.status == "OFFSET_TOO_SMALL" and pulled.nextBeginOffset > next_offset:
+            next_offset = pulled.nextBeginOffset  # retention deleted it: on from the oldest kept, as a consumer does
             continue
-        if data["status"] != "FOUND":
+        if pulled.status != "FOUND":
             break
-        next_offset = data["nextBeginOffset"]
+        next_offset = pulled.nextBeginOffset
     return next_offset
 
 
@@ -197,11 +196,10 @@ class GroupOffsets:
 
 
 def _queue_ids(brokers: BrokerClient, address: str, topic: str) -> list[int]:
-    topics = brokers.request(address, "GET", "/v1/broker/topics").data["topics"]
-    for entry in topics:
-        if entry["topic"] == topic:
-            return [q["queueId"] for q in entry["queues"]]
-    raise UsageError(f"topic {topic} does not exist on {address}")
+    ids = brokers.topics(address).queue_ids(topic)
+    if ids is None:
+        raise UsageError(f"topic {topic} does not exist on {address}")
+    return ids
 
 
 # ---------------------------------------------------------------------- getBrokerEpoch
@@ -256,12 +254,12 @@ def _epoch_row(brokers: BrokerClient, bs: dict[str, Any], broker_id: int, addres
     base = {"clusterName": bs.get("clusterName"), "brokerName": bs.get("brokerName"), "brokerAddr": address,
             "brokerId": broker_id}
     try:
-        data = brokers.request(address, "GET", "/v1/broker/epochCache").data
+        cache = brokers.epoch_cache(address)
     except (UnreachableError, MqctlError) as exc:
         return {**base, "role": None, "epochEntries": [], "maxOffset": None, "confirmOffset": None,
                 "reachable": False, "error": str(exc)}
-    return {**base, "role": data["role"], "epochEntries": data["epochEntries"], "maxOffset": data["maxOffset"],
-            "confirmOffset": data["confirmOffset"], "reachable": True}
+    return {**base, "role": cache.role, "epochEntries": [e.model_dump() for e in cache.epochEntries],
+            "maxOffset": cache.maxOffset, "confirmOffset": cache.confirmOffset, "reachable": True}
 
 
 # ---------------------------------------------------------------------- haStatus
@@ -298,7 +296,7 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
             rows = []
             for address in addresses:
                 try:
-                    row = {"reachable": True, **brokers.request(address, "GET", "/v1/broker/haStatus").data}
+                    row = {"reachable": True, **brokers.ha_status(address).shown()}
                     row.setdefault("brokerAddr", address)  # a RocketMQ broker's status does not name it
                     rows.append(row)
                 except MqctlError as exc:

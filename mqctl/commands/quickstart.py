@@ -15,6 +15,8 @@ from rich.text import Text
 from mqctl import render, render_broker
 from mqctl.app import App
 from mqctl.cluster import LocalCluster, wait_until
+from services.broker import contract as bc
+from services.common.answers import checked
 from services.common.broker_client import BrokerClient, replica_addresses
 from services.common.errors import MqctlError
 from services.controller import contract
@@ -91,7 +93,7 @@ def _run(app: App, cluster: LocalCluster, count: int) -> None:
     new_master = cluster.master_of(GROUP)
     assert new_master is not None
     with BrokerClient(3.0) as client:
-        wait_until(lambda: client.request(new_master.address, "GET", "/v1/broker/runtimeInfo").data["role"] == "MASTER",
+        wait_until(lambda: client.runtime_info(new_master.address).role == "MASTER",
                    30, "the new master to take its role")
         wait_until(lambda: _put_ok(client, new_master.address), 30, "the new master to accept writes")
     app.print(Text(f"new master: broker {state['masterBrokerId']} ({state['masterAddress']}), masterEpoch "
@@ -131,17 +133,18 @@ def _send(app: App, address: str, count: int) -> list[str]:
         batch = 50
         for start in range(0, count, batch):
             bodies = [f"quickstart-{i}" for i in range(start, min(count, start + batch))]
-            env = client.request(address, "POST", "/v1/broker/sendMessages",
-                                 json={"messages": [{"topic": TOPIC, "body": b, "keys": b} for b in bodies]})
-            if env.data["status"] != "PUT_OK":
-                raise MqctlError(f"send failed: {env.data['status']} {env.remark}")
+            request = bc.SendMessagesRequest(messages=[bc.SendMessageRequest(topic=TOPIC, body=b, keys=b) for b in bodies])
+            env = client.request(address, "POST", bc.SEND_MESSAGES, json=request.model_dump(exclude_none=True))
+            sent = checked(bc.SendBatchResult, env.data, f"broker {address}")
+            if sent.status != "PUT_OK":
+                raise MqctlError(f"send failed: {sent.status} {env.remark}")
             acked.extend(bodies)
             progress.update(task, advance=len(bodies))
     return acked
 
 
 def _put_ok(client: BrokerClient, address: str) -> bool:
-    env = client.request(address, "POST", "/v1/broker/sendMessage", json={"topic": "QuickstartProbe", "body": "probe"},
+    env = client.request(address, "POST", bc.SEND_MESSAGE, json={"topic": "QuickstartProbe", "body": "probe"},
                          accept=tuple(range(1, 3000)))
     return bool(env.data and env.data.get("status") == "PUT_OK")
 
@@ -152,12 +155,11 @@ def _read_all(address: str) -> set[str]:
         for qid in range(4):
             offset = 0
             while True:
-                data = client.request(address, "GET", "/v1/broker/pullMessage", params={
-                    "topic": TOPIC, "queueId": qid, "queueOffset": offset, "maxNums": 1024}).data
-                bodies.update(m["body"] for m in data["messages"])
-                if data["status"] != "FOUND":
+                pulled = client.pull(address, TOPIC, qid, offset, 1024)
+                bodies.update(m.body or "" for m in pulled.messages)
+                if pulled.status != "FOUND":
                     break
-                offset = data["nextBeginOffset"]
+                offset = pulled.nextBeginOffset
     return bodies
 
 
@@ -168,9 +170,9 @@ def _show_epochs(app: App, cluster: LocalCluster) -> None:
         for broker_id, address in replica_addresses(state):
             base = {"clusterName": state["clusterName"], "brokerName": GROUP, "brokerAddr": address, "brokerId": broker_id}
             try:
-                data = client.request(address, "GET", "/v1/broker/epochCache").data
-                rows.append({**base, "role": data["role"], "epochEntries": data["epochEntries"],
-                             "maxOffset": data["maxOffset"], "confirmOffset": data["confirmOffset"], "reachable": True})
+                cache = client.epoch_cache(address)
+                rows.append({**base, "role": cache.role, "epochEntries": [e.model_dump() for e in cache.epochEntries],
+                             "maxOffset": cache.maxOffset, "confirmOffset": cache.confirmOffset, "reachable": True})
             except MqctlError as exc:
                 rows.append({**base, "role": None, "epochEntries": [], "maxOffset": None, "confirmOffset": None,
                              "reachable": False, "error": str(exc)})

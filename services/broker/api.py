@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.broker import contract
 from services.broker.broker import Broker, PutOutcome
 from services.broker.commitlog import MessageRecord
 from services.broker.remoting_messages import RESERVED_PREFIX
@@ -17,7 +17,7 @@ from services.broker.store import MESSAGE_DAMAGED, Message
 from services.common.auth import install_token_check
 from services.common.codes import ResponseCode
 from services.common.envelope import install_error_handlers, respond
-from services.common.fields import JAVA_INT_MAX, JAVA_LONG_MAX, BrokerId, Epoch, OptionalName, QueueId
+from services.common.fields import JAVA_INT_MAX, JAVA_LONG_MAX
 from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
 
@@ -32,45 +32,16 @@ PUT_CODES = {
 }
 
 
-class SendMessageRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    topic: str = Field(min_length=1, max_length=255)
-    body: str | None = None
-    bodyBase64: str | None = None
-    keys: str = ""
-    tags: str = ""
-    queueId: QueueId | None = None
-    properties: dict[str, str] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _one_body(self) -> SendMessageRequest:
-        if (self.body is None) == (self.bodyBase64 is None):
-            raise ValueError("give exactly one of body (UTF-8 text) and bodyBase64")
-        return self
-
-    def to_message(self) -> Message:
-        if self.bodyBase64 is not None:
-            try:
-                raw = base64.b64decode(self.bodyBase64, validate=True)
-            except (binascii.Error, ValueError):
-                raise ValueError("bodyBase64 is not valid base64") from None
-        else:
-            raw = (self.body or "").encode("utf-8")
-        return Message(self.topic, raw, self.keys, self.tags, self.queueId, dict(self.properties))
-
-
-class SendMessagesRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    messages: list[SendMessageRequest] = Field(min_length=1, max_length=10_000)
-
-
-class RoleChangedRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    masterBrokerId: BrokerId | None = None
-    masterAddress: OptionalName | None = None
-    masterEpoch: Epoch
-    syncStateSetEpoch: Epoch = 0
-    syncStateSet: list[BrokerId] = Field(default_factory=list, max_length=1000)
+def to_message(req: contract.SendMessageRequest) -> Message:
+    """The message a send request asks to store (ValueError for a body that is not valid base64)."""
+    if req.bodyBase64 is not None:
+        try:
+            raw = base64.b64decode(req.bodyBase64, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("bodyBase64 is not valid base64") from None
+    else:
+        raw = (req.body or "").encode("utf-8")
+    return Message(req.topic, raw, req.keys, req.tags, req.queueId, dict(req.properties))
 
 
 def _result_json(outcome: PutOutcome, index: int) -> dict[str, Any]:
@@ -100,9 +71,6 @@ def record_json(rec: MessageRecord, store_host: str) -> dict[str, Any]:
             "storeTimestamp": rec.store_timestamp, "storeSize": rec.size}
 
 
-P = "/v1/broker"
-
-
 def _broker(request: Request) -> Broker:
     broker: Broker = request.app.state.broker
     return broker
@@ -110,34 +78,34 @@ def _broker(request: Request) -> Broker:
 
 #: The broker of the app serving the request (create_app puts it in app.state).
 BrokerDep = Annotated[Broker, Depends(_broker)]
-router = APIRouter(prefix=P)
+router = APIRouter(prefix=contract.PREFIX)
 
 
 def create_app(broker: Broker) -> FastAPI:
     app = new_app("mqctl broker", "RocketMQ-style broker API (controller mode)")
     app.state.broker = broker
     install_error_handlers(app)
-    install_token_check(app, lambda: broker.config.authToken, frozenset({f"{P}/notifyRoleChanged"}))
+    install_token_check(app, lambda: broker.config.authToken, contract.PROTECTED_PATHS)
     app.include_router(router)
     mount_metrics(app, broker.metrics.registry)
-    app.add_api_route("/healthz", healthz, methods=["GET"])
+    app.add_api_route(contract.HEALTHZ, healthz, methods=["GET"])
     return app
 
 
-@router.post("/sendMessage")
-async def send_message(req: SendMessageRequest, b: BrokerDep) -> JSONResponse:
+@router.post(contract.route(contract.SEND_MESSAGE))
+async def send_message(req: contract.SendMessageRequest, b: BrokerDep) -> JSONResponse:
     try:
-        msg = req.to_message()
+        msg = to_message(req)
     except ValueError as exc:
         return respond(ResponseCode.INVALID_PARAMETER, str(exc))
     outcome = await b.put([msg])
     return _answer(outcome, _result_json(outcome, 0))
 
 
-@router.post("/sendMessages")
-async def send_messages(req: SendMessagesRequest, b: BrokerDep) -> JSONResponse:
+@router.post(contract.route(contract.SEND_MESSAGES))
+async def send_messages(req: contract.SendMessagesRequest, b: BrokerDep) -> JSONResponse:
     try:
-        msgs = [m.to_message() for m in req.messages]
+        msgs = [to_message(m) for m in req.messages]
     except ValueError as exc:
         return respond(ResponseCode.INVALID_PARAMETER, str(exc))
     outcome = await b.put(msgs)
@@ -145,7 +113,7 @@ async def send_messages(req: SendMessagesRequest, b: BrokerDep) -> JSONResponse:
     return _answer(outcome, {"status": outcome.status, "results": results})
 
 
-@router.get("/pullMessage")
+@router.get(contract.route(contract.PULL_MESSAGE))
 async def pull_message(b: BrokerDep, topic: Annotated[str, Query(min_length=1, max_length=255)],
                        queueId: Annotated[int, Query(ge=0, le=JAVA_INT_MAX)] = 0,
                        queueOffset: Annotated[int, Query(ge=0, le=JAVA_LONG_MAX)] = 0,
@@ -158,28 +126,30 @@ async def pull_message(b: BrokerDep, topic: Annotated[str, Query(min_length=1, m
         "messages": [record_json(r, b.config.address) for r in result.records]})
 
 
-@router.get("/topics")
+# The status views are held to the contract as they are served (a drift is a server error, not a client's
+# KeyError); the send and pull answers, on the hot path, are held to it by tests/unit/broker/test_contract.py.
+@router.get(contract.route(contract.TOPICS))
 async def topics(b: BrokerDep) -> JSONResponse:
-    return respond(ResponseCode.SUCCESS, None, {"topics": b.store.topics()})
+    return respond(ResponseCode.SUCCESS, None, contract.Topics.model_validate({"topics": b.store.topics()}).model_dump())
 
 
-@router.get("/epochCache")
+@router.get(contract.route(contract.EPOCH_CACHE))
 async def epoch_cache(b: BrokerDep) -> JSONResponse:
-    return respond(ResponseCode.SUCCESS, None, b.epoch_cache())
+    return respond(ResponseCode.SUCCESS, None, contract.EpochCache.model_validate(b.epoch_cache()).model_dump())
 
 
-@router.get("/runtimeInfo")
+@router.get(contract.route(contract.RUNTIME_INFO))
 async def runtime_info(b: BrokerDep) -> JSONResponse:
-    return respond(ResponseCode.SUCCESS, None, b.runtime_info())
+    return respond(ResponseCode.SUCCESS, None, contract.RuntimeInfo.model_validate(b.runtime_info()).shown())
 
 
-@router.get("/haStatus")
+@router.get(contract.route(contract.HA_STATUS))
 async def ha_status(b: BrokerDep) -> JSONResponse:
-    return respond(ResponseCode.SUCCESS, None, b.ha_status())
+    return respond(ResponseCode.SUCCESS, None, contract.HaStatus.model_validate(b.ha_status()).shown())
 
 
-@router.post("/notifyRoleChanged")
-async def notify_role_changed(req: RoleChangedRequest, b: BrokerDep) -> JSONResponse:
+@router.post(contract.route(contract.NOTIFY_ROLE_CHANGED))
+async def notify_role_changed(req: contract.RoleChangedRequest, b: BrokerDep) -> JSONResponse:
     """A hint only: the broker applies what the controller leader says, never this body."""
     await b.replicas.on_role_change_notified()
     return respond(ResponseCode.SUCCESS, None, {"role": b.role.value})

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from services.broker.contract import SEND_ROUTES
 from services.broker.retention import parse_delete_when
 from services.common.auth import check_token
 from services.common.errors import ConfigError
@@ -31,7 +32,6 @@ MAX_INT = 2**31 - 1
 #: may not be set higher either).
 MAX_HEARTBEAT_TIMEOUT_MS = 3_600_000
 #: The routes that carry messages, whose bodies may be as large as ``send_body_limit()``.
-SEND_ROUTES = ("/v1/broker/sendMessage", "/v1/broker/sendMessages")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ import logging
 from typing import Any, Protocol, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from services.common.answers import checked as check_answer
 from services.common.codes import ResponseCode
 from services.common.controller_client import AsyncControllerClient, parse_addresses
 from services.common.errors import ConfigError, MqctlError, RemoteError
@@ -58,12 +59,7 @@ class ControllerApi(Protocol):
 
 def checked(model: type[M], data: Any) -> M:
     """An answer's ``data`` checked against the contract's model; a malformed one is a RemoteError."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'data'}: {e['msg']}" for e in exc.errors()[:3])
-        raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
-                          f"the controller's answer is malformed ({model.__name__}: {problem})") from None
+    return check_answer(model, data, "the controller")
 
 
 def key_refused(broker_id: int, broker_name: str, remark: str) -> ConfigError:

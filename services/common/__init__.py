@@ -2,7 +2,7 @@
 
 The package's modules are its public surface (tests/unit/test_exported_members.py)."""
 
-__all__ = ["addresses", "auth", "bodylimit", "broker_client", "clock", "codes", "controller_client",
+__all__ = ["addresses", "answers", "auth", "bodylimit", "broker_client", "clock", "codes", "controller_client",
            "durable", "entry", "envelope", "errors", "faults", "fields", "httpguard", "httplimits",
            "httpserver", "logsetup", "metrics", "namesrv_client", "ports", "props", "remoting_admin",
            "remoting_blocking", "remoting_client", "remoting_conn", "rocketmq_properties", "signing", "sniff",

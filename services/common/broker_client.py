@@ -9,7 +9,9 @@ from typing import Any, Self
 
 import httpx
 
+from services.broker import contract as bc
 from services.common.addresses import address_key
+from services.common.answers import checked
 from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
 from services.common.controller_client import ControllerClient
@@ -50,6 +52,24 @@ class BrokerClient:
             remark = (f"broker {address} asks for the auth token, which is sent only to a broker address given "
                       f"explicitly: run the command again with --brokerAddr {address}")
         raise RemoteError(env.code, remark, env.data if isinstance(env.data, dict) else None)
+
+    # The typed reads: each answer checked against the broker's contract (services/broker/contract.py).
+    def runtime_info(self, address: str) -> bc.RuntimeInfo:
+        return checked(bc.RuntimeInfo, self.request(address, "GET", bc.RUNTIME_INFO).data, f"broker {address}")
+
+    def epoch_cache(self, address: str) -> bc.EpochCache:
+        return checked(bc.EpochCache, self.request(address, "GET", bc.EPOCH_CACHE).data, f"broker {address}")
+
+    def ha_status(self, address: str) -> bc.HaStatus:
+        return checked(bc.HaStatus, self.request(address, "GET", bc.HA_STATUS).data, f"broker {address}")
+
+    def topics(self, address: str) -> bc.Topics:
+        return checked(bc.Topics, self.request(address, "GET", bc.TOPICS).data, f"broker {address}")
+
+    def pull(self, address: str, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> bc.PullResult:
+        env = self.request(address, "GET", bc.PULL_MESSAGE, params={
+            "topic": topic, "queueId": queue_id, "queueOffset": queue_offset, "maxNums": max_nums})
+        return checked(bc.PullResult, env.data, f"broker {address}")
 
 
 def broker_sets(controller: ControllerClient, broker_name: str | None, cluster: str | None) -> list[dict[str, Any]]:

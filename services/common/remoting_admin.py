@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from services.broker import contract as broker_contract
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import ConfigError, MqctlError, RemoteError
 from services.common.props import parse_properties
@@ -325,11 +326,11 @@ _ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", contract.CLEAN_BROKER_DATA): _clean_broker_data,
     ("GET", contract.CONFIG): _get_config,
     ("POST", contract.CONFIG): _update_config,
-    ("GET", "/v1/broker/epochCache"): _epoch_cache,
-    ("GET", "/v1/broker/haStatus"): _ha_status,
-    ("POST", "/v1/broker/sendMessage"): _send_message,
-    ("GET", "/v1/broker/pullMessage"): _pull_message,
-    ("GET", "/v1/broker/topics"): _topics,
+    ("GET", broker_contract.EPOCH_CACHE): _epoch_cache,
+    ("GET", broker_contract.HA_STATUS): _ha_status,
+    ("POST", broker_contract.SEND_MESSAGE): _send_message,
+    ("GET", broker_contract.PULL_MESSAGE): _pull_message,
+    ("GET", broker_contract.TOPICS): _topics,
 }
 
 

@@ -151,6 +151,7 @@ class MasterView(_Answer):
 
 
 class Replica(_Answer):
+    brokerName: str | None = None
     brokerId: int
     brokerAddress: str
     alive: bool

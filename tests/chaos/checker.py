@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqctl.cluster import DevCluster
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient, replica_addresses
 from services.controller import contract
 from tests.chaos.harness import GROUP, TOPIC, History
@@ -43,7 +44,7 @@ def drain(address: str, queues: int = 4) -> list[dict[str, Any]]:
         for qid in range(queues):
             offset = 0
             while True:
-                data = client.request(address, "GET", "/v1/broker/pullMessage", params={
+                data = client.request(address, "GET", bc.PULL_MESSAGE, params={
                     "topic": TOPIC, "queueId": qid, "queueOffset": offset, "maxNums": 1024}).data
                 messages.extend(data["messages"])
                 if data["status"] != "FOUND":
@@ -128,7 +129,7 @@ def _replicas_identical(cluster: DevCluster, state: dict[str, Any]) -> list[str]
     with BrokerClient(3.0) as client:
         for broker_id, address in replica_addresses(state):
             if broker_id in members:
-                infos[broker_id] = client.request(address, "GET", "/v1/broker/runtimeInfo").data
+                infos[broker_id] = client.request(address, "GET", bc.RUNTIME_INFO).data
     confirm = min(i["confirmOffset"] for i in infos.values())
     images = {}
     for broker_id, info in infos.items():
@@ -142,7 +143,7 @@ def _epoch_prefixes(state: dict[str, Any]) -> list[str]:
     lists = {}
     with BrokerClient(3.0) as client:
         for broker_id, address in replica_addresses(state):
-            data = client.request(address, "GET", "/v1/broker/epochCache").data
+            data = client.request(address, "GET", bc.EPOCH_CACHE).data
             lists[broker_id] = [(e["epoch"], e["startOffset"]) for e in data["epochEntries"]]
     longest = max(lists.values(), key=len)
     return [f"broker {b} epochs {entries} are not a prefix of {longest}"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.cluster import DevCluster, NodeSpec, ephemeral_port_start, port_free, wait_until
+from services.broker import contract as bc
 from services.broker.ha.frames import (
     MasterFrameReader,
     ProtocolError,
@@ -134,7 +135,7 @@ class Producer(threading.Thread):
         self.seq += self.batch
         sent = now_ms()
         try:
-            env = client.request(self.master, "POST", "/v1/broker/sendMessages",
+            env = client.request(self.master, "POST", bc.SEND_MESSAGES,
                                  json={"messages": [{"topic": TOPIC, "body": b, "queueId": self.index % 4}
                                                     for b in bodies]}, accept=tuple(range(1, 3000)))
         except MqctlError as exc:
@@ -307,7 +308,7 @@ class ChaosRun:
         assert self.cluster is not None
         master = self._master()
         with BrokerClient(2.0) as client:
-            flushed = int(client.request(master.address, "GET", "/v1/broker/runtimeInfo").data["flushedOffset"])
+            flushed = int(client.request(master.address, "GET", bc.RUNTIME_INFO).data["flushedOffset"])
         self._record_fault("crash_master_unflushed", master.name)
         self.cluster.kill_node(master)
         commitlog = self.cluster.node_dir(master) / "store" / "commitlog"
@@ -359,7 +360,7 @@ class ChaosRun:
 
     def _broker_id(self, node: NodeSpec) -> int:
         with BrokerClient(2.0) as client:
-            return int(client.request(node.address, "GET", "/v1/broker/runtimeInfo").data["brokerId"])
+            return int(client.request(node.address, "GET", bc.RUNTIME_INFO).data["brokerId"])
 
     def _fault_impostor_slave(self, rng: random.Random) -> str:
         """The attack of a peer that claims a real slave's (public) id on the master's HA port while that
@@ -400,7 +401,7 @@ class ChaosRun:
             for node in brokers:
                 fake_master = 99 if node.name == master.name else self._broker_id(node)
                 try:
-                    client.request(node.address, "POST", "/v1/broker/notifyRoleChanged", json={
+                    client.request(node.address, "POST", bc.NOTIFY_ROLE_CHANGED, json={
                         "masterBrokerId": fake_master, "masterAddress": "127.0.0.1:1" if fake_master == 99
                         else node.address, "masterEpoch": 2**31 - 1 - rng.randrange(3),
                         "syncStateSetEpoch": 2**31 - 1, "syncStateSet": [fake_master]})

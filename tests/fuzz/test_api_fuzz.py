@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry
 from schemathesis.python.asgi import get_client, shutdown_lifespans
 
 from services.broker import api as broker_api
+from services.broker import contract as bc
 from services.broker.broker import Broker
 from services.broker.config import BrokerConfig
 from services.broker.ha import slave as ha_slave
@@ -477,7 +478,7 @@ def test_broker_puts_round_trip_or_change_nothing(
         if b.broker.role is not Role.MASTER:  # the schema fuzz may have demoted it: promote it again
             epoch = b.broker.replicas.state.master_epoch + 1
             client.post(
-                "/v1/broker/notifyRoleChanged",
+                bc.NOTIFY_ROLE_CHANGED,
                 json={
                     "masterBrokerId": 1,
                     "masterAddress": b.broker.config.address,
@@ -489,9 +490,9 @@ def test_broker_puts_round_trip_or_change_nothing(
             assert b.broker.role is Role.MASTER
         before = b.broker.store.max_offset
         if batch:
-            response = client.post("/v1/broker/sendMessages", json={"messages": messages})
+            response = client.post(bc.SEND_MESSAGES, json={"messages": messages})
         else:
-            response = client.post("/v1/broker/sendMessage", json=messages[0])
+            response = client.post(bc.SEND_MESSAGE, json=messages[0])
             messages = messages[:1]
         body = check_envelope(response.status_code, response.json(), "send")
         if body["code"] != RC.SUCCESS:
@@ -502,7 +503,7 @@ def test_broker_puts_round_trip_or_change_nothing(
         assert len(results) == len(messages)
         for sent, result in zip(messages, results):
             pulled = client.get(
-                "/v1/broker/pullMessage",
+                bc.PULL_MESSAGE,
                 params={
                     "topic": sent["topic"],
                     "queueId": result["queueId"],
@@ -624,9 +625,9 @@ def test_unknown_routes_and_methods_answer_with_the_envelope(services: SimpleNam
             for method, path in (
                 ("GET", "/nope"),
                 ("DELETE", contract.METADATA),
-                ("PUT", "/v1/broker/sendMessage"),
+                ("PUT", bc.SEND_MESSAGE),
                 ("POST", contract.HEARTBEAT),
-                ("POST", "/v1/broker/sendMessage"),
+                ("POST", bc.SEND_MESSAGE),
             ):
                 response = client.request(method, path, data=b"{not json")
                 check_envelope(response.status_code, response.json(), f"{method} {path}")
@@ -636,7 +637,7 @@ def test_broker_refuses_an_epoch_the_replication_protocol_cannot_carry(services:
     b: BrokerUnderTest = services.broker
     with get_client(b.app) as client:
         response = client.post(
-            "/v1/broker/notifyRoleChanged",
+            bc.NOTIFY_ROLE_CHANGED,
             json={
                 "masterBrokerId": 1,
                 "masterAddress": b.broker.config.address,

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.broker.ha.frames import SLAVE_HANDSHAKE, SlaveAck, SlaveHandshake, SlaveHello, SlaveProof
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as RC
@@ -80,9 +81,9 @@ def test_after_the_fuzzing_the_master_is_intact(master: BrokerNode) -> None:
     info = runtime(master)
     assert info["role"] == "MASTER"
     with BrokerClient(10.0) as client:
-        status = client.request(master.address, "GET", "/v1/broker/haStatus").data
+        status = client.request(master.address, "GET", bc.HA_STATUS).data
         assert status["slaves"] == []
-        env = client.request(master.address, "POST", "/v1/broker/sendMessage", json={"topic": "T", "body": "x"},
+        env = client.request(master.address, "POST", bc.SEND_MESSAGE, json={"topic": "T", "body": "x"},
                              accept=(RC.FLUSH_SLAVE_TIMEOUT,))
     assert env.code == RC.FLUSH_SLAVE_TIMEOUT, env
     log = (master.store_dir / "logs" / "broker.log").read_text()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as RC
 from services.controller import contract
@@ -35,7 +36,7 @@ def sync_state(controllers: ControllerCluster, name: str) -> dict:
 
 def runtime(node: BrokerNode) -> dict:
     with BrokerClient(2.0) as client:
-        return client.request(node.address, "GET", "/v1/broker/runtimeInfo").data
+        return client.request(node.address, "GET", bc.RUNTIME_INFO).data
 
 
 def wait_role(node: BrokerNode, role: str, timeout: float = 30) -> dict:
@@ -48,7 +49,7 @@ def pull_all(node: BrokerNode, topic: str, queues: int = 4) -> list[dict]:
         for qid in range(queues):
             offset = 0
             while True:
-                data = client.request(node.address, "GET", "/v1/broker/pullMessage", params={
+                data = client.request(node.address, "GET", bc.PULL_MESSAGE, params={
                     "topic": topic, "queueId": qid, "queueOffset": offset, "maxNums": 1024}).data
                 out.extend(data["messages"])
                 if data["status"] != "FOUND":
@@ -72,11 +73,11 @@ def test_broker_registers_keeps_data_and_id_across_sigkill(controllers: Controll
         for batch in range(9):
             msgs = [{"topic": "TopicTest", "body": f"m-{batch * 100 + i}", "keys": f"k{batch * 100 + i}"}
                     for i in range(100)]
-            env = client.request(b1.address, "POST", "/v1/broker/sendMessages", json={"messages": msgs})
+            env = client.request(b1.address, "POST", bc.SEND_MESSAGES, json={"messages": msgs})
             assert env.data["status"] == "PUT_OK"
             sent.extend(m["body"] for m in msgs)
         for i in range(900, 1000):
-            env = client.request(b1.address, "POST", "/v1/broker/sendMessage",
+            env = client.request(b1.address, "POST", bc.SEND_MESSAGE,
                                  json={"topic": "TopicTest", "body": f"m-{i}", "keys": f"k{i}", "queueId": i % 4})
             assert env.data["status"] == "PUT_OK"
             sent.append(f"m-{i}")
@@ -110,7 +111,7 @@ def test_broker_registers_keeps_data_and_id_across_sigkill(controllers: Controll
     info2 = wait_role(b2, "SLAVE")
     assert info2["brokerId"] == 2 and info2["masterAddress"] == b1.address
     with BrokerClient(5.0) as client:
-        refused = client.request(b2.address, "POST", "/v1/broker/sendMessage",
+        refused = client.request(b2.address, "POST", bc.SEND_MESSAGE,
                                  json={"topic": "TopicTest", "body": "x"}, accept=(RC.SERVICE_NOT_AVAILABLE,))
     assert refused.code == RC.SERVICE_NOT_AVAILABLE
     assert refused.data["status"] == "SERVICE_NOT_AVAILABLE" and refused.data["masterAddress"] == b1.address

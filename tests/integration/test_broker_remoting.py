@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as C
 from services.common.remoting_client import RemotingClient
@@ -64,7 +65,7 @@ def offsets(code: int, topic: str, queue_id: int, group: str = "cg", **extra: st
 
 def http_send(node: BrokerNode, topic: str, body: str, queue_id: int) -> None:
     with BrokerClient(5.0) as client:
-        env = client.request(node.address, "POST", "/v1/broker/sendMessage",
+        env = client.request(node.address, "POST", bc.SEND_MESSAGE,
                              json={"topic": topic, "body": body, "queueId": queue_id, "tags": "viaHttp"})
     assert env.data["status"] == "PUT_OK"
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from services.controller import contract
 from tests.integration.conftest import poll
@@ -29,12 +30,12 @@ SETTINGS = {**FAST_BROKER, "allAckInSyncStateSet": "true", "checkSyncStateSetPer
 
 def forge(node: BrokerNode, **body: Any) -> None:
     with BrokerClient(5.0) as client:
-        client.request(node.address, "POST", "/v1/broker/notifyRoleChanged", json=body)
+        client.request(node.address, "POST", bc.NOTIFY_ROLE_CHANGED, json=body)
 
 
 def epochs_of(node: BrokerNode) -> list[int]:
     with BrokerClient(5.0) as client:
-        entries = client.request(node.address, "GET", "/v1/broker/epochCache").data["epochEntries"]
+        entries = client.request(node.address, "GET", bc.EPOCH_CACHE).data["epochEntries"]
     return [e["epoch"] for e in entries]
 
 
@@ -49,7 +50,7 @@ def test_forged_notifications_move_no_broker(controller: ControllerCluster, brok
     wait_role(slave, "SLAVE")
     with BrokerClient(10.0) as client:
         for i in range(20):
-            env = client.request(master.address, "POST", "/v1/broker/sendMessage",
+            env = client.request(master.address, "POST", bc.SEND_MESSAGE,
                                  json={"topic": "T", "body": f"acked-{i}"})
             assert env.data["status"] == "PUT_OK"
     before_master, before_slave = runtime(master), runtime(slave)
@@ -68,7 +69,7 @@ def test_forged_notifications_move_no_broker(controller: ControllerCluster, brok
     assert max(epochs_of(master)) == before_master["masterEpoch"]
     assert max(epochs_of(slave)) == before_master["masterEpoch"]
     with BrokerClient(10.0) as client:
-        env = client.request(master.address, "POST", "/v1/broker/sendMessage", json={"topic": "T", "body": "after"})
+        env = client.request(master.address, "POST", bc.SEND_MESSAGE, json={"topic": "T", "body": "after"})
         assert env.data["status"] == "PUT_OK"
 
     # Restarted, the master is not fenced by a poisoned epoch file: it takes a role again.

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.broker.ha.frames import (
     SLAVE_ACK,
     SLAVE_HANDSHAKE,
@@ -65,7 +66,7 @@ HA = {
 
 def ha_status(node: BrokerNode) -> dict[str, Any]:
     with BrokerClient(3.0) as client:
-        return dict(client.request(node.address, "GET", "/v1/broker/haStatus").data)
+        return dict(client.request(node.address, "GET", bc.HA_STATUS).data)
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 4.0) -> bool:
@@ -113,7 +114,7 @@ def test_ha_port_drops_peers_without_a_valid_handshake(
             outcome["env"] = c.request(
                 master.address,
                 "POST",
-                "/v1/broker/sendMessage",
+                bc.SEND_MESSAGE,
                 json={"topic": "T", "body": "needs-two-acks"},
                 accept=(RC.FLUSH_SLAVE_TIMEOUT,),
             )
@@ -195,7 +196,7 @@ def test_ha_port_drops_peers_without_a_valid_handshake(
     )
     with BrokerClient(10.0) as client:
         env = client.request(
-            master.address, "POST", "/v1/broker/sendMessage", json={"topic": "T", "body": "ok"}
+            master.address, "POST", bc.SEND_MESSAGE, json={"topic": "T", "body": "ok"}
         )
     assert env.data["status"] == "PUT_OK"
     poll(lambda: runtime(slave)["maxOffset"] == runtime(master)["maxOffset"], 15, "the slave to catch up")
@@ -233,7 +234,7 @@ def test_a_peer_claiming_a_registered_slave_id_cannot_ack(
 
         def put() -> None:
             with BrokerClient(10.0) as c:
-                outcome["env"] = c.request(master.address, "POST", "/v1/broker/sendMessage",
+                outcome["env"] = c.request(master.address, "POST", bc.SEND_MESSAGE,
                                            json={"topic": "T", "body": "only-the-master-has-it"},
                                            accept=(RC.FLUSH_SLAVE_TIMEOUT,))
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode
 from services.common.remoting_client import RemotingClient
@@ -73,7 +74,7 @@ def test_every_controller_routes_to_the_master_as_0_across_a_failover(controller
     poll(lambda: len(sync_state(controllers, GROUP)["inSyncReplicas"]) == 2, 40, "both brokers in sync")
     assert all(route_addrs(node.address) is None for node in controllers.nodes)
     with BrokerClient(5.0) as client:
-        env = client.request(master.address, "POST", "/v1/broker/sendMessage", json={"topic": TOPIC, "body": "x"})
+        env = client.request(master.address, "POST", bc.SEND_MESSAGE, json={"topic": TOPIC, "body": "x"})
     assert env.data["status"] == "PUT_OK"
 
     before = {0: master.address, 2: slave.address}

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from services.common.errors import MqctlError
 from tests.integration.conftest import poll, run_cli
@@ -66,7 +67,7 @@ class Producer(threading.Thread):
                 bodies = [f"msg-{sent + i}" for i in range(self.batch)]
                 try:
                     address = self.master or self._find_master()
-                    env = client.request(address, "POST", "/v1/broker/sendMessages",
+                    env = client.request(address, "POST", bc.SEND_MESSAGES,
                                          json={"messages": [{"topic": "Orders", "body": b} for b in bodies]},
                                          accept=tuple(range(1, 3000)))
                 except MqctlError:
@@ -127,7 +128,7 @@ def test_failover_loses_no_acknowledged_message(controllers: ControllerCluster, 
     for node in group:
         assert {m["body"] for m in pull_all(node, "Orders")} >= set(producer.acked)
     epochs = [[(e["epoch"], e["startOffset"]) for e in
-               BrokerClient(2.0).request(n.address, "GET", "/v1/broker/epochCache").data["epochEntries"]]
+               BrokerClient(2.0).request(n.address, "GET", bc.EPOCH_CACHE).data["epochEntries"]]
               for n in group]
     assert epochs[0] == epochs[1] == epochs[2]
     assert [e for e, _ in epochs[0]] == [1, 2]
@@ -151,7 +152,7 @@ def test_empty_slave_catches_up_and_sync_from_last_file(controllers: ControllerC
     with BrokerClient(10.0) as client:
         for batch in range(8):  # ~800 KiB: the log spans several 256 KiB segments
             msgs = [{"topic": "Big", "body": f"{batch}-{i}-" + "x" * 1000} for i in range(100)]
-            env = client.request(master.address, "POST", "/v1/broker/sendMessages", json={"messages": msgs})
+            env = client.request(master.address, "POST", bc.SEND_MESSAGES, json={"messages": msgs})
             assert env.data["status"] == "PUT_OK"
     segment = 256 * 1024
     assert runtime(master)["maxOffset"] > 3 * segment
@@ -179,7 +180,7 @@ def test_empty_slave_catches_up_and_sync_from_last_file(controllers: ControllerC
     poll(lambda: runtime(slave2)["maxOffset"] == target, 30, "the last-file slave to catch up")
     assert runtime(slave2)["minOffset"] == target - target % segment > 0
     with BrokerClient(10.0) as client:
-        env = client.request(master.address, "POST", "/v1/broker/sendMessage", json={"topic": "Big", "body": "after"})
+        env = client.request(master.address, "POST", bc.SEND_MESSAGE, json={"topic": "Big", "body": "after"})
         assert env.data["status"] == "PUT_OK"
     new_target = runtime(master)["maxOffset"]
     poll(lambda: all(runtime(n)["maxOffset"] == new_target for n in group), 30, "both slaves to follow")

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from mqctl.cluster import LocalCluster, wait_until
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from tests.integration.conftest import run_cli
 from tests.spark.builders import alter, elect, entry, failed, other
@@ -240,7 +241,7 @@ def live_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 def epoch_entries(address: str) -> list[dict[str, Any]]:
     with BrokerClient(2.0) as client:
-        entries: list[dict[str, Any]] = client.request(address, "GET", "/v1/broker/epochCache").data["epochEntries"]
+        entries: list[dict[str, Any]] = client.request(address, "GET", bc.EPOCH_CACHE).data["epochEntries"]
     return entries
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from tests.integration.conftest import poll, run_cli
 from tests.integration.test_broker import FAST_BROKER, runtime, wait_role
@@ -45,7 +46,7 @@ def send(node: BrokerNode, count: int, first: int = 0) -> None:
     with BrokerClient(10.0) as client:
         for start in range(first, first + count, 20):
             batch = [{"topic": TOPIC, "body": f"m{i:05d}-" + "x" * 1000} for i in range(start, start + 20)]
-            data = client.request(node.address, "POST", "/v1/broker/sendMessages", json={"messages": batch}).data
+            data = client.request(node.address, "POST", bc.SEND_MESSAGES, json={"messages": batch}).data
             assert data["status"] == "PUT_OK", data
 
 
@@ -65,7 +66,7 @@ def consume(node: BrokerNode) -> tuple[list[str], list[str]]:
         for qid in range(2):
             offset, seen = 0, False
             while True:
-                data = client.request(node.address, "GET", "/v1/broker/pullMessage", params={
+                data = client.request(node.address, "GET", bc.PULL_MESSAGE, params={
                     "topic": TOPIC, "queueId": qid, "queueOffset": offset, "maxNums": 256}).data
                 if not seen:
                     first.append(data["status"])

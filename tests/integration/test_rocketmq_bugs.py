@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.broker.commitlog import encode_record
 from services.common.broker_client import BrokerClient
 from services.controller import contract
@@ -43,7 +44,7 @@ def pair(tmp_path: Path, controllers: ControllerCluster) -> Iterator[list[Broker
 
 def epochs_of(node: BrokerNode) -> list[tuple[int, int]]:
     with BrokerClient(2.0) as client:
-        data = client.request(node.address, "GET", "/v1/broker/epochCache").data
+        data = client.request(node.address, "GET", bc.EPOCH_CACHE).data
     return [(e["epoch"], e["startOffset"]) for e in data["epochEntries"]]
 
 
@@ -55,7 +56,7 @@ def elect(controllers: ControllerCluster, broker_id: int) -> None:
 
 def send(node: BrokerNode, body: str) -> str:
     with BrokerClient(5.0) as client:
-        env = client.request(node.address, "POST", "/v1/broker/sendMessage", json={"topic": "Bugs", "body": body},
+        env = client.request(node.address, "POST", bc.SEND_MESSAGE, json={"topic": "Bugs", "body": body},
                              accept=tuple(range(1, 3000)))
     return str((env.data or {}).get("status"))
 

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from services.broker import contract as bc
 from services.common.codes import ResponseCode as RC
 from services.controller import contract
 from tests.integration.conftest import FAST_SCANS, FakeBrokerHeartbeats, call, poll, register_broker
@@ -169,7 +170,7 @@ def test_the_liveness_channel_and_the_broker_api_under_the_limits(tmp_path: Path
 
 def check_broker_limits(broker: BrokerNode) -> None:
     limit = 2 * 64 * 1024 + 2**20
-    route = "/v1/broker/sendMessages"
+    route = bc.SEND_MESSAGES
     status, body = raw_request(broker.address, f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: "
                                                 f"application/json\r\nContent-Length: {50 * 2**20}\r\n\r\n".encode())
     assert status == 413 and body["codeName"] == "INVALID_PARAMETER"

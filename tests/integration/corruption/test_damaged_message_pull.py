@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from mqctl.cluster import make_broker, wait_until
+from services.broker import contract as bc
 from services.broker.store import Message, MessageStore
 
 SEG = 4096
@@ -42,7 +43,7 @@ def test_a_damaged_old_record_is_a_clear_pull_error_not_an_endless_no_message(tm
         with httpx.Client(timeout=5.0) as client:
             wait_until(lambda: client.get(f"http://{node.address}/healthz").status_code == 200, 60,
                        "the broker to serve HTTP")
-            url = f"http://{node.address}/v1/broker/pullMessage"
+            url = f"http://{node.address}{bc.PULL_MESSAGE}"
             first = client.get(url, params={"topic": "T", "queueId": 0, "queueOffset": 0}).json()
             assert first["code"] == 0 and first["data"]["status"] == "FOUND"
             assert len(first["data"]["messages"]) == 1 and first["data"]["nextBeginOffset"] == 1

@@ -29,9 +29,11 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
+from pydantic import BaseModel
 
 from mqctl.app import App
 from mqctl.cli import cli
+from services.broker import contract as bc
 from services.common.codes import code_name
 from services.controller import contract
 from services.controller.config import BLACK_LIST, RUNTIME_UPDATABLE
@@ -50,6 +52,13 @@ UPDATABLE = RUNTIME_UPDATABLE  # the controller's own lists: the fake cannot dri
 
 def envelope(code: int = 0, data: Any = None, remark: str = "") -> dict[str, Any]:
     return {"code": code, "codeName": code_name(code), "remark": remark, "data": data}
+
+
+def served(model: type[BaseModel], data: Any) -> Any:
+    """``data`` as the fake serves it: only after it passed the contract's model of that answer (what the
+    real services are held to as well), so the fake cannot drift from them."""
+    model.model_validate(data)
+    return data
 
 
 def _replica(name: str, broker_id: int, address: str, alive: bool) -> dict[str, Any]:
@@ -227,8 +236,8 @@ class FakeCluster:
         if route == ("GET", contract.SYNC_STATE_DATA):
             names = params.get("brokerName") or [n for n, bs in self.sync_state.items()
                                                  if bs["clusterName"] == (params.get("clusterName") or [""])[0]]
-            return envelope(0, {"brokers": [copy.deepcopy(self.sync_state[n]) for n in names
-                                             if n in self.sync_state]})
+            return envelope(0, served(contract.SyncStateData, {"brokers": [
+                copy.deepcopy(self.sync_state[n]) for n in names if n in self.sync_state]}))
         if route == ("POST", contract.ELECT_MASTER):
             return self._elect(body)
         if route == ("POST", contract.CLEAN_BROKER_DATA):
@@ -256,7 +265,7 @@ class FakeCluster:
                 "syncStateSet": [r["brokerId"] for r in bs["inSyncReplicas"]], "brokers": members}
         wanted = body["brokerId"]
         if wanted == bs["masterBrokerId"]:
-            return envelope(2011, view, f"The old master {wanted} is still alive, not need to elect new master "
+            return envelope(2011, served(contract.MasterView, view), f"The old master {wanted} is still alive, not need to elect new master "
                                         f"for broker {bs['brokerName']}")
         target = next((r for r in replicas if r["brokerId"] == wanted and r["alive"]), None)
         if target is None:
@@ -268,9 +277,10 @@ class FakeCluster:
         bs["syncStateSetEpoch"] += 1
         bs["inSyncReplicas"] = [target]
         bs["notInSyncReplicas"] = [r for r in replicas if r is not target]
-        return envelope(0, {**view, "masterBrokerId": wanted, "masterAddress": target["brokerAddress"],
-                            "masterEpoch": bs["masterEpoch"], "syncStateSetEpoch": bs["syncStateSetEpoch"],
-                            "syncStateSet": [wanted], "electReason": "ADMIN"})
+        return envelope(0, served(contract.MasterView, {
+            **view, "masterBrokerId": wanted, "masterAddress": target["brokerAddress"],
+            "masterEpoch": bs["masterEpoch"], "syncStateSetEpoch": bs["syncStateSetEpoch"],
+            "syncStateSet": [wanted], "electReason": "ADMIN"}))
 
     def _clean(self, body: dict[str, Any]) -> dict[str, Any]:
         name = body["brokerName"]
@@ -287,34 +297,36 @@ class FakeCluster:
     def _broker(self, address: str, method: str, path: str, params: dict[str, list[str]],
                 body: Any) -> dict[str, Any]:
         route = (method, path)
-        if route == ("GET", "/v1/broker/epochCache"):
-            return envelope(0, copy.deepcopy(self.epoch_cache[address]))
-        if route == ("GET", "/v1/broker/haStatus"):
-            return envelope(0, copy.deepcopy(self.ha_status[address]))
-        if route == ("POST", "/v1/broker/sendMessage"):
+        if route == ("GET", bc.EPOCH_CACHE):
+            return envelope(0, served(bc.EpochCache, copy.deepcopy(self.epoch_cache[address])))
+        if route == ("GET", bc.HA_STATUS):
+            return envelope(0, served(bc.HaStatus, copy.deepcopy(self.ha_status[address])))
+        if route == ("POST", bc.SEND_MESSAGE):
             if address != MASTER:
-                return envelope(14, {"status": "SERVICE_NOT_AVAILABLE", "msgId": None, "queueId": None,
-                                     "queueOffset": None, "commitLogOffset": None, "masterAddress": MASTER},
-                                f"this broker is a slave; write to the master at {MASTER}")
+                return envelope(14, served(bc.SendResult, {
+                    "status": "SERVICE_NOT_AVAILABLE", "msgId": None, "queueId": None, "queueOffset": None,
+                    "commitLogOffset": None, "masterAddress": MASTER}),
+                    f"this broker is a slave; write to the master at {MASTER}")
             offset = 2500 + 100 * self.sent
             queue_id = body.get("queueId") if body.get("queueId") is not None else self.sent % 2
             result = {"status": "PUT_OK", "msgId": f"7F00000100002A9F{offset:016X}", "queueId": queue_id,
                       "queueOffset": 7 + self.sent, "commitLogOffset": offset}
             self.sent += 1
-            return envelope(0, result)
-        if route == ("GET", "/v1/broker/topics"):
+            return envelope(0, served(bc.SendResult, result))
+        if route == ("GET", bc.TOPICS):
             topics = sorted({t for t, _ in self.messages})
-            return envelope(0, {"topics": [{"topic": t, "queues": [
+            return envelope(0, served(bc.Topics, {"topics": [{"topic": t, "queues": [
                 {"queueId": q, "minOffset": 0, "maxOffset": len(self.messages.get((t, q), [])),
-                 "writtenOffset": len(self.messages.get((t, q), []))} for q in range(2)]} for t in topics]})
-        if route == ("GET", "/v1/broker/pullMessage"):
+                 "writtenOffset": len(self.messages.get((t, q), []))} for q in range(2)]} for t in topics]}))
+        if route == ("GET", bc.PULL_MESSAGE):
             topic = params["topic"][0]
             qid, offset, max_nums = (int(params[k][0]) for k in ("queueId", "queueOffset", "maxNums"))
             queue = self.messages.get((topic, qid), [])
             batch = queue[offset:offset + max_nums]
             status = "FOUND" if batch else "NO_NEW_MSG"
-            return envelope(0, {"status": status, "nextBeginOffset": offset + len(batch), "minOffset": 0,
-                                "maxOffset": len(queue), "messages": copy.deepcopy(batch)})
+            return envelope(0, served(bc.PullResult, {
+                "status": status, "nextBeginOffset": offset + len(batch), "minOffset": 0, "maxOffset": len(queue),
+                "messages": copy.deepcopy(batch)}))
         return envelope(3, None, f"no such route: {method} {path}")
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.broker import contract as bc
 from services.common.controller_client import http_url, parse_addresses, split_address
 from services.common.errors import AddressError, UsageError
 from services.controller import contract
@@ -64,7 +65,7 @@ def test_malformed_addresses_name_the_problem(spec: str, problem: str) -> None:
 
 def test_a_server_may_report_an_unbracketed_ipv6_address() -> None:
     assert split_address("::1:10911", lenient=True) == ("::1", 10911)
-    assert http_url("::1:10911", "/v1/broker/haStatus") == "http://[::1]:10911/v1/broker/haStatus"
+    assert http_url("::1:10911", bc.HA_STATUS) == "http://[::1]:10911/v1/broker/haStatus"
     assert http_url("[::1]:10911", "/x") == "http://[::1]:10911/x"
     with pytest.raises(AddressError, match=re.escape("bad broker address 'evil.example/x?:1': a host name")):
         http_url("evil.example/x?:1", "/x", "broker")
@@ -96,7 +97,7 @@ class TestCommandLine:
         bs = fake.sync_state["broker-a"]
         bs["inSyncReplicas"][0]["brokerAddress"] = reported
         bs["notInSyncReplicas"] = []
-        fake.override("[::1]:10911", "/v1/broker/epochCache", envelope(0, {
+        fake.override("[::1]:10911", bc.EPOCH_CACHE, envelope(0, {
             "role": "MASTER", "epochEntries": [], "maxOffset": 0, "confirmOffset": 0}))
         result = mqctl("getBrokerEpoch", "-b", "broker-a", "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
@@ -105,7 +106,7 @@ class TestCommandLine:
         assert fake.requests[-1].url == "http://[::1]:10911/v1/broker/epochCache"
 
     def test_ipv6_broker_addr(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override("[::1]:10911", "/v1/broker/haStatus", envelope(0, {
+        fake.override("[::1]:10911", bc.HA_STATUS, envelope(0, {
             "brokerAddr": "[::1]:10911", "role": "SLAVE", "maxOffset": 1, "confirmOffset": 1}))
         result = mqctl("haStatus", "--brokerAddr", "[::1]:10911", "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from services.broker import contract as bc
 from services.common import controller_client, wire
 from services.controller import contract
 from tests.unit.cli.conftest import LEADER, MASTER, FakeCluster, Invoke, assert_one_line_error
@@ -34,7 +35,7 @@ def test_an_oversized_controller_answer_is_refused(mqctl: Invoke, fake: FakeClus
 
 
 def test_an_oversized_broker_answer_is_refused(mqctl: Invoke, fake: FakeCluster) -> None:
-    fake.override(MASTER, "/v1/broker/haStatus", httpx.Response(200, content=endless()))
+    fake.override(MASTER, bc.HA_STATUS, httpx.Response(200, content=endless()))
     result = mqctl("haStatus", "--brokerAddr", MASTER, "--format", "json")
     assert '"error": "broker 127.0.0.1:10911 answered more than 1 MiB; refused [SYSTEM_ERROR]"' in result.stdout
     assert_one_line_error(result, 3, "no status from broker 127.0.0.1:10911")

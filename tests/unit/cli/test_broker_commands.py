@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from services.broker import contract as bc
 from services.controller import contract
 from tests.unit.cli.conftest import (
     DEAD_BROKER,
@@ -57,8 +58,8 @@ class TestGetBrokerEpoch:
         assert result.stdout == MASTER_EPOCH_MQADMIN + SLAVE_EPOCH_MQADMIN
         assert result.stderr == ""
         assert [(r.address, r.path) for r in fake.requests] == [
-            (LEADER, contract.SYNC_STATE_DATA), (MASTER, "/v1/broker/epochCache"),
-            (SLAVE, "/v1/broker/epochCache")]
+            (LEADER, contract.SYNC_STATE_DATA), (MASTER, bc.EPOCH_CACHE),
+            (SLAVE, bc.EPOCH_CACHE)]
 
     def test_mqadmin_cluster_with_an_unreachable_broker(self, mqctl: Invoke) -> None:
         result = mqctl("getBrokerEpoch", "-c", "DefaultCluster", "--format", "mqadmin")
@@ -102,7 +103,7 @@ class TestGetBrokerEpoch:
         assert "#brokerAddr\t127.0.0.1:10921\n#brokerId\t0\n" in result.stdout
 
     def test_broker_answering_an_error_is_shown(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(SLAVE, "/v1/broker/epochCache", envelope(1, None, "this request only for controllerMode "))
+        fake.override(SLAVE, bc.EPOCH_CACHE, envelope(1, None, "this request only for controllerMode "))
         result = mqctl("getBrokerEpoch", "-b", "broker-a", "--format", "mqadmin")
         assert_one_line_error(result, 3, "no epoch entries from broker 127.0.0.1:10921")
         assert result.stdout == MASTER_EPOCH_MQADMIN
@@ -162,8 +163,8 @@ class TestHaStatus:
         assert result.exit_code == 0, result.stderr
         assert result.stdout == MASTER_HA_MQADMIN + SLAVE_HA_MQADMIN
         assert [(r.address, r.path) for r in fake.requests] == [
-            (LEADER, contract.SYNC_STATE_DATA), (MASTER, "/v1/broker/haStatus"),
-            (SLAVE, "/v1/broker/haStatus")]
+            (LEADER, contract.SYNC_STATE_DATA), (MASTER, bc.HA_STATUS),
+            (SLAVE, bc.HA_STATUS)]
 
     def test_mqadmin_in_sync_slave_is_ok(self, mqctl: Invoke, fake: FakeCluster) -> None:
         master = fake.ha_status[MASTER]
@@ -231,7 +232,7 @@ class TestHaStatus:
                 return httpx.ConnectError("[Errno 111] Connection refused", request=request)
             return envelope(0, HA_STATUS[SLAVE])
 
-        fake.override(SLAVE, "/v1/broker/haStatus", down_then_up)
+        fake.override(SLAVE, bc.HA_STATUS, down_then_up)
         result = mqctl("haStatus", "--brokerAddr", SLAVE, "--format", "mqadmin", "--count", "2", "-i", "0.1")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == SLAVE_HA_MQADMIN
@@ -275,7 +276,7 @@ class TestSendMessage:
                                  '  "status": "PUT_OK",\n  "msgId": "7F00000100002A9F00000000000009C4",\n'
                                  '  "queueId": 0,\n  "queueOffset": 7,\n  "commitLogOffset": 2500\n}\n')
         [request] = fake.requests
-        assert (request.address, request.method, request.path) == (MASTER, "POST", "/v1/broker/sendMessage")
+        assert (request.address, request.method, request.path) == (MASTER, "POST", bc.SEND_MESSAGE)
         assert request.body == {"topic": "TopicTest", "body": "hello", "keys": "", "tags": "", "queueId": None}
 
     def test_json_by_broker_name_finds_the_master(self, mqctl: Invoke, fake: FakeCluster) -> None:
@@ -283,7 +284,7 @@ class TestSendMessage:
                        "-k", "order-42", "--tags", "TagA", "-q", "1", "--format", "json")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == dumped({**SENT_0, "brokerName": "broker-a", "queueId": 1})
-        [send] = fake.hits(path="/v1/broker/sendMessage")
+        [send] = fake.hits(path=bc.SEND_MESSAGE)
         assert send.address == MASTER
         assert send.body == {"topic": "TopicTest", "body": "hello", "keys": "order-42", "tags": "TagA",
                              "queueId": 1}
@@ -297,14 +298,14 @@ class TestSendMessage:
             {"brokerName": "broker-a", "brokerAddr": MASTER, "status": "PUT_OK",
              "msgId": "7F00000100002A9F0000000000000A28", "queueId": 1, "queueOffset": 8,
              "commitLogOffset": 2600}]})
-        assert [r.body["body"] for r in fake.hits(path="/v1/broker/sendMessage")] == ["hi #0", "hi #1"]
+        assert [r.body["body"] for r in fake.hits(path=bc.SEND_MESSAGE)] == ["hi #0", "hi #1"]
 
     def test_follows_the_slave_to_the_master(self, mqctl: Invoke, fake: FakeCluster) -> None:
         fake.sync_state["broker-a"]["masterAddress"] = SLAVE  # a stale controller view
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "-b", "broker-a", "--format", "json")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == dumped({**SENT_0, "brokerName": "broker-a"})
-        assert [r.address for r in fake.hits(path="/v1/broker/sendMessage")] == [SLAVE, MASTER]
+        assert [r.address for r in fake.hits(path=bc.SEND_MESSAGE)] == [SLAVE, MASTER]
 
     def test_mqadmin(self, mqctl: Invoke) -> None:
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "-b", "broker-a", "--format", "mqadmin")
@@ -349,7 +350,7 @@ class TestSendMessage:
         assert line == "Error: DefaultCluster has no master right now [CONTROLLER_MASTER_NOT_AVAILABLE]"
 
     def test_flush_slave_timeout_exits_4(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(MASTER, "/v1/broker/sendMessage", envelope(12, {
+        fake.override(MASTER, bc.SEND_MESSAGE, envelope(12, {
             "status": "FLUSH_SLAVE_TIMEOUT", "msgId": "7F00000100002A9F00000000000009C4", "queueId": 0,
             "queueOffset": 7, "commitLogOffset": 2500},
             "not enough replicas acknowledged within slaveTimeout (3000 ms)"))
@@ -365,14 +366,14 @@ class TestSendMessage:
         assert line == "Error: broker 127.0.0.1:10931 is unreachable: connection failed"
 
     def test_broker_timeout(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(MASTER, "/v1/broker/sendMessage",
+        fake.override(MASTER, bc.SEND_MESSAGE,
                       lambda request, n: httpx.ReadTimeout("timed out", request=request))
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "--brokerAddr", MASTER)
         line = assert_one_line_error(result, 3)
         assert line == "Error: broker 127.0.0.1:10911 timed out"
 
     def test_broker_answering_non_json(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(MASTER, "/v1/broker/sendMessage", httpx.Response(502, text="<html>Bad Gateway</html>"))
+        fake.override(MASTER, bc.SEND_MESSAGE, httpx.Response(502, text="<html>Bad Gateway</html>"))
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "--brokerAddr", MASTER)
         line = assert_one_line_error(result, 4)
         assert line == ("Error: 127.0.0.1:10911 answered HTTP 502 without an envelope; is it a broker? "
@@ -402,7 +403,7 @@ class TestConsumeMessage:
         assert result.stdout.startswith('{\n  "brokerAddr": "127.0.0.1:10911",\n  "messages": [\n    {\n'
                                         '      "msgId": "7F00000100002A9F0000000000000000",\n')
         pulls = [(r.params["queueId"], r.params["queueOffset"], r.params["maxNums"])
-                 for r in fake.hits(path="/v1/broker/pullMessage")]
+                 for r in fake.hits(path=bc.PULL_MESSAGE)]
         assert pulls == [(["0"], ["0"], ["32"]), (["0"], ["2"], ["30"]), (["1"], ["0"], ["30"]),
                          (["1"], ["1"], ["29"])]
 
@@ -411,11 +412,11 @@ class TestConsumeMessage:
                        "--format", "json")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == dumped({"brokerAddr": MASTER, "messages": [ALL_MESSAGES[1]]})
-        assert fake.hits(path="/v1/broker/topics") == []
+        assert fake.hits(path=bc.TOPICS) == []
 
     def test_json_from_a_slave(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(SLAVE, "/v1/broker/topics", envelope(0, {"topics": []}))
-        fake.override(SLAVE, "/v1/broker/pullMessage", lambda request, n: envelope(0, {
+        fake.override(SLAVE, bc.TOPICS, envelope(0, {"topics": []}))
+        fake.override(SLAVE, bc.PULL_MESSAGE, lambda request, n: envelope(0, {
             "status": "FOUND" if n == 0 else "NO_NEW_MSG", "nextBeginOffset": 1, "minOffset": 0, "maxOffset": 1,
             "messages": [ALL_MESSAGES[0]] if n == 0 else []}))
         result = mqctl("consumeMessage", "-t", "TopicTest", "-q", "0", "--brokerAddr", SLAVE, "--format", "json")

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from mqctl.cli import cli
+from services.broker import contract as bc
 from services.controller import contract
 from tests.unit.cli.conftest import (
     BASE_ENV,
@@ -120,7 +121,7 @@ class TestBrokers:
 
     def test_a_learned_broker_asking_for_the_token_says_how_to_give_it(self, mqctl: Invoke,
                                                                         fake: FakeCluster) -> None:
-        fake.override(MASTER, "/v1/broker/sendMessage", envelope(16, None, "this call needs the auth token"))
+        fake.override(MASTER, bc.SEND_MESSAGE, envelope(16, None, "this call needs the auth token"))
         result = mqctl("--token", TOKEN, "sendMessage", "-t", "TopicTest", "-p", "x", "-b", "broker-a",
                        timeout=None)
         line = assert_one_line_error(result, 4)
@@ -186,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
 def servers() -> Iterator[tuple[Recorder, Recorder]]:
     """A controller on [::1] that lists a 'broker' on 127.0.0.1 which anyone could have registered."""
     broker = Recorder(socket.AF_INET, "127.0.0.1", {})
-    broker.routes["/v1/broker/haStatus"] = envelope(0, {"brokerAddr": broker.address, "role": "SLAVE",
+    broker.routes[bc.HA_STATUS] = envelope(0, {"brokerAddr": broker.address, "role": "SLAVE",
                                                        "maxOffset": 0, "confirmOffset": 0})
     replica = {"brokerName": "broker-a", "brokerId": 1, "brokerAddress": broker.address, "alive": True}
     controller = Recorder(socket.AF_INET6, "::1", {contract.SYNC_STATE_DATA: envelope(0, {"brokers": [
@@ -210,8 +211,8 @@ def test_over_loopback_a_registered_broker_never_sees_the_token(servers: tuple[R
                                       "-b", "broker-a", "--format", "json"], env=dict(BASE_ENV))
     assert result.exit_code == 0, result.output
     assert controller.seen == [(contract.SYNC_STATE_DATA, BEARER)]
-    assert broker.seen == [("/v1/broker/haStatus", None)]
+    assert broker.seen == [(bc.HA_STATUS, None)]
     result = CliRunner().invoke(cli, ["--timeout", "5", "--token", TOKEN, "haStatus", "--brokerAddr",
                                       broker.address, "--format", "json"], env=dict(BASE_ENV))
     assert result.exit_code == 0, result.output
-    assert broker.seen[-1] == ("/v1/broker/haStatus", BEARER)  # the operator named it
+    assert broker.seen[-1] == (bc.HA_STATUS, BEARER)  # the operator named it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.broker import contract as bc
 from services.broker.config import BrokerConfig
 from services.broker.config import config_from_properties as broker_props
 from services.common.errors import ConfigError
@@ -64,7 +65,7 @@ def test_http_limits_follow_the_configuration() -> None:
 def test_the_broker_send_routes_take_a_batch_of_max_message_size() -> None:
     config = broker_props({"maxMessageSize": str(4 * 2**20)})
     limits = config.http_limits()
-    assert limits.body_limit("/v1/broker/sendMessages") == 9 * 2**20
-    assert limits.body_limit("/v1/broker/sendMessage") == 9 * 2**20
-    assert limits.body_limit("/v1/broker/notifyRoleChanged") == 64 * 1024
-    assert limits.body_budget_bytes >= 4 * limits.body_limit("/v1/broker/sendMessages")
+    assert limits.body_limit(bc.SEND_MESSAGES) == 9 * 2**20
+    assert limits.body_limit(bc.SEND_MESSAGE) == 9 * 2**20
+    assert limits.body_limit(bc.NOTIFY_ROLE_CHANGED) == 64 * 1024
+    assert limits.body_budget_bytes >= 4 * limits.body_limit(bc.SEND_MESSAGES)

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from mqctl.collect import EVENT_FIELDS, collect
+from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient
 from services.common.errors import UsageError
@@ -53,9 +54,10 @@ def handler(request: httpx.Request) -> httpx.Response:
                                       "syncStateSetEpoch": 2,
                                       "inSyncReplicas": replica[:2], "notInSyncReplicas": replica[2:]}]})
     for broker_id, broker_address in BROKERS.items():
-        if address == broker_address and broker_id != 3 and path == "/v1/broker/epochCache":
-            entries = [{"epoch": 1, "startOffset": 0, "endOffset": 100 * broker_id}]
-            return envelope({"brokerId": broker_id, "epochEntries": entries})
+        if address == broker_address and broker_id != 3 and path == bc.EPOCH_CACHE:
+            entries = [bc.EpochRow(epoch=1, startOffset=0, endOffset=100 * broker_id)]
+            return envelope(bc.EpochCache(brokerId=broker_id, role="SLAVE", epochEntries=entries,
+                                          maxOffset=100 * broker_id).model_dump())
     raise httpx.ConnectError("connection refused", request=request)
 
 
