@@ -25,9 +25,7 @@ from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError, UsageError
 from services.common.namesrv_client import NameServerClient
 from services.common.remoting_admin import NotOverRemoting
-from services.controller import contract
 
-EVENTS_PATH = contract.EVENTS
 EVENT_FIELDS = ("clusterName", "brokerName", "index", "eventType", "timestamp", "elected", "electReason",
                 "masterBrokerId", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "brokerId", "brokerAddress",
                 "brokerIds")
@@ -81,9 +79,7 @@ def _first_page(controller: ControllerClient, cluster: str | None, page_size: in
 
 
 def _page(controller: ControllerClient, from_index: int, page_size: int) -> dict[str, Any]:
-    data: dict[str, Any] = controller.call("GET", EVENTS_PATH,
-                                           params={"fromIndex": from_index, "limit": page_size}).data
-    return data
+    return controller.events(from_index, page_size).model_dump()
 
 
 def _collect_events(controller: ControllerClient, first: dict[str, Any], cluster: str | None, directory: Path,

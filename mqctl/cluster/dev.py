@@ -32,7 +32,6 @@ from services.common.controller_client import ControllerClient
 from services.common.errors import ConfigError, MqctlError, UsageError
 from services.common.ports import port_free
 from services.common.props import format_properties
-from services.controller import contract
 
 LAYOUT_FILE = "cluster.json"
 LAYOUT_VERSION = 1
@@ -234,7 +233,7 @@ class DevCluster:
         with self.client(timeout=1.0) as client:
             for node in self.controllers():
                 try:
-                    if client.request_node(node.address, "GET", contract.METADATA).data.get("isLeader"):
+                    if client.metadata(node.address).isLeader:
                         return True
                 except MqctlError:
                     continue
@@ -265,8 +264,7 @@ class DevCluster:
                 if pid is not None:
                     try:
                         if node.kind == "controller":
-                            meta = client.request_node(node.address, "GET", contract.METADATA).data
-                            row["role"] = "leader" if meta.get("isLeader") else "follower"
+                            row["role"] = "leader" if client.metadata(node.address).isLeader else "follower"
                         else:
                             info = brokers.runtime_info(node.address)
                             row["role"] = info.role.lower()

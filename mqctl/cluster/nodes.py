@@ -21,7 +21,6 @@ from mqctl.cluster.processes import (
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError
 from services.common.props import format_properties
-from services.controller import contract
 
 __all__ = ["BrokerNode", "ControllerCluster", "ControllerNode", "make_broker"]
 
@@ -94,10 +93,10 @@ class ControllerCluster:
                     continue
                 with ControllerClient([node.address], timeout=1.0) as c:
                     try:
-                        env = c.request_node(node.address, "GET", contract.METADATA)
+                        meta = c.metadata(node.address)
                     except MqctlError:
                         continue
-                    if env.data.get("isLeader"):
+                    if meta.isLeader:
                         return node
             return None
         node: ControllerNode = wait_until(find, timeout, "a controller leader")

@@ -11,7 +11,6 @@ from mqctl import render
 from mqctl.app import FORMATS, App, pass_app
 from services.common.controller_client import parse_addresses
 from services.common.errors import UnreachableError, UsageError
-from services.controller import contract
 from services.controller.cli import start_controller
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,7 +54,7 @@ def get_controller_metadata(app: App, controller_address: str | None, interval: 
     """
     with app.controller(controller_address) as client:
         def show() -> None:
-            render.show_metadata(app, fmt, client.call_any("GET", contract.METADATA).data)
+            render.show_metadata(app, fmt, client.metadata().shown())
         app.watch(show, interval, count, in_place=fmt == "table")
 
 
@@ -123,11 +122,9 @@ def elect_master(app: App, controller_address: str | None, cluster_name: str, br
       mqctl electMaster -a 127.0.0.1:9878 -c DefaultCluster -bn broker-a -b 2
     """
     with app.controller(controller_address) as client:
-        env = client.call("POST", contract.ELECT_MASTER, json={
-            "clusterName": cluster_name, "brokerName": broker_name, "brokerId": broker_id,
-            "designateElect": True})
+        elected = client.elect_master(cluster_name, broker_name, broker_id)
     # mqadmin echoes the names it was given, whatever the answer says
-    render.show_elect(app, fmt, {**env.data, "clusterName": cluster_name, "brokerName": broker_name})
+    render.show_elect(app, fmt, {**elected.shown(), "clusterName": cluster_name, "brokerName": broker_name})
 
 
 # ---------------------------------------------------------------------- cleanBrokerMetadata
@@ -156,9 +153,7 @@ def clean_broker_metadata(app: App, controller_address: str | None, broker_name:
         if bad:
             raise UsageError(f"bad broker id {bad[0]!r} in -b: expected ids like '1;2;3'")
     with app.controller(controller_address) as client:
-        client.call("POST", contract.CLEAN_BROKER_DATA, json={
-            "clusterName": cluster_name, "brokerName": broker_name, "brokerControllerIdsToClean": ids,
-            "isCleanLivingBroker": clean_living})
+        client.clean_broker_data(cluster_name, broker_name, ids, clean_living)
     render.show_cleaned(app, fmt, {"clusterName": cluster_name, "brokerName": broker_name,
                                    "brokerControllerIdsToClean": ids, "cleanLivingBroker": clean_living,
                                    "success": True})
@@ -181,11 +176,11 @@ def get_controller_config(app: App, controller_address: str | None, fmt: str) ->
     with app.controller(controller_address) as client:
         for address in addresses:
             try:
-                env = client.check(client.request_node(address, "GET", contract.CONFIG), ())
+                config = client.config_of(address)
             except UnreachableError:
                 failed.append(address)
                 continue
-            configs.append((address, env.data["config"]))
+            configs.append((address, config))
     render.show_configs(app, fmt, configs)
     if failed:
         raise UnreachableError(f"controller {', '.join(failed)} did not answer", failed)
@@ -208,8 +203,7 @@ def update_controller_config(app: App, controller_address: str | None, key: str,
     addresses = parse_addresses(controller_address)
     with app.controller(controller_address) as client:
         for address in addresses:
-            env = client.request_node(address, "POST", contract.CONFIG, json={key: value})
-            client.check(env, ())
+            client.update_config_of(address, key, value)
     render.show_config_updated(app, fmt, addresses, key, value)
 
 

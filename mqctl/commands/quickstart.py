@@ -19,7 +19,6 @@ from services.broker import contract as bc
 from services.common.answers import checked
 from services.common.broker_client import BrokerClient, replica_addresses
 from services.common.errors import MqctlError
-from services.controller import contract
 
 GROUP = "broker-a"
 TOPIC = "QuickstartTopic"
@@ -77,7 +76,7 @@ def _run(app: App, cluster: LocalCluster, count: int) -> None:
     cluster.start()
     app.print(f"cluster up in {time.monotonic() - started:.1f}s; controllers at {cluster.controller_addresses}")
     with cluster.controller_cluster.client() as client:  # type: ignore[union-attr]
-        render.show_metadata(app, "table", client.call_any("GET", contract.METADATA).data)
+        render.show_metadata(app, "table", client.metadata().shown())
     master = cluster.master_of(GROUP)
     assert master is not None
     _step(app, f"Sending {count} messages to the master {master.address} (allAckInSyncStateSet=true)")

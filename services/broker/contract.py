@@ -11,10 +11,11 @@ RocketMQ broker's answers cannot fill (over remoting) are optional.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.common.answers import View
 from services.common.fields import BrokerId, Epoch, OptionalName, QueueId
 
 PREFIX = "/v1/broker"
@@ -76,17 +77,6 @@ class RoleChangedRequest(_Request):
 # --------------------------------------------------------------------------------------------- responses
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
-
-
-class _View(BaseModel):
-    """A status view: the fields clients read are checked, every other one is kept as it came. Its fields are
-    declared in the order our broker sends them, so ``shown()`` gives the view back as it was served."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    def shown(self) -> dict[str, Any]:
-        """The view as it came (no field added that the answer did not have)."""
-        return self.model_dump(exclude_unset=True)
 
 
 class SendResult(_Answer):
@@ -166,7 +156,7 @@ class EpochCache(_Answer):
     confirmOffset: int | None = None
 
 
-class RuntimeInfo(_View):
+class RuntimeInfo(View):
     clusterName: str
     brokerName: str
     brokerId: int | None = None
@@ -185,7 +175,7 @@ class RuntimeInfo(_View):
     flushedOffset: int
 
 
-class HaStatus(_View):
+class HaStatus(View):
     """A master's (with ``slaves``) or a slave's replication status; RocketMQ brokers' (over remoting) lack
     the names and some offsets."""
 

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from services.common.codes import ResponseCode
 from services.common.errors import RemoteError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class View(BaseModel):
+    """A status view: the fields clients read are checked, every other one is kept as it came. Its fields are
+    declared in the order our servers send them, so :meth:`shown` gives the view back as it was served."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    def shown(self) -> dict[str, Any]:
+        """The view as it came (no field added that the answer did not have)."""
+        return self.model_dump(exclude_unset=True)
 
 
 def checked(model: type[M], data: Any, who: str) -> M:

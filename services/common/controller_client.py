@@ -14,7 +14,7 @@ import time
 from typing import Any, Self
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel
 
 from services.common.addresses import (
     ADDRESS_EXAMPLE,
@@ -27,6 +27,7 @@ from services.common.addresses import (
     parse_addresses,
     split_address,
 )
+from services.common.answers import checked
 from services.common.auth import auth_headers
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import AddressError, MqctlError, RemoteError, UnreachableError
@@ -152,13 +153,37 @@ class ControllerClient:
         RocketMQ one over remoting)."""
         params: dict[str, Any] = {"brokerName": list(broker_names)} if broker_names else {"clusterName": cluster}
         env = self.call("GET", contract.SYNC_STATE_DATA, params=params)
-        try:
-            return contract.SyncStateData.model_validate(env.data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise RemoteError(int(ResponseCode.SYSTEM_ERROR),
-                              f"controller {env.address} answered syncStateData malformed "
-                              f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+        return checked(contract.SyncStateData, env.data, f"controller {env.address}")
+
+    # The typed calls: requests built from the contract's models, answers checked against them.
+    def metadata(self, address: str | None = None) -> contract.Metadata:
+        """The group's metadata, from ``address`` or from any node that answers."""
+        env = self.check(self.request_node(address, "GET", contract.METADATA), ()) if address \
+            else self.call_any("GET", contract.METADATA)
+        return checked(contract.Metadata, env.data, f"controller {env.address}")
+
+    def elect_master(self, cluster: str, broker_name: str, broker_id: int) -> contract.Elected:
+        """An admin election of ``broker_id`` (designateElect)."""
+        env = self.call("POST", contract.ELECT_MASTER, json=_body(contract.ElectMasterBody(
+            clusterName=cluster, brokerName=broker_name, brokerId=broker_id, designateElect=True)))
+        return checked(contract.Elected, env.data, f"controller {env.address}")
+
+    def clean_broker_data(self, cluster: str | None, broker_name: str, ids: str | None, clean_living: bool) -> None:
+        self.call("POST", contract.CLEAN_BROKER_DATA, json=_body(contract.CleanBrokerDataRequest(
+            clusterName=cluster, brokerName=broker_name, brokerControllerIdsToClean=ids,
+            isCleanLivingBroker=clean_living)))
+
+    def events(self, from_index: int, limit: int) -> contract.EventsPage:
+        env = self.call("GET", contract.EVENTS, params={"fromIndex": from_index, "limit": limit})
+        return checked(contract.EventsPage, env.data, f"controller {env.address}")
+
+    def config_of(self, address: str) -> dict[str, Any]:
+        """One node's configuration (each node has its own)."""
+        env = self.check(self.request_node(address, "GET", contract.CONFIG), ())
+        return checked(contract.ControllerConfig, env.data, f"controller {address}").config
+
+    def update_config_of(self, address: str, key: str, value: str) -> None:
+        self.check(self.request_node(address, "POST", contract.CONFIG, json={key: value}), ())
 
     def call_any(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Envelope:
         """Send to the first node that answers (for requests any node serves)."""
@@ -180,6 +205,11 @@ class ControllerClient:
         raise RemoteError(env.code, env.remark or code_name(env.code),
                           env.data if isinstance(env.data, dict) else None)
 
+
+
+def _body(request: BaseModel) -> dict[str, Any]:
+    """A request model as the JSON body it is sent as (fields left unset are left out)."""
+    return request.model_dump(exclude_none=True)
 
 
 def peer_keys(env: Envelope) -> set[tuple[str, int]] | None:

@@ -9,10 +9,11 @@ services/common/remoting_admin.py).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from services.common.answers import View
 from services.common.fields import (
     BrokerId,
     BrokerIdOrNone,
@@ -186,3 +187,38 @@ class BrokerKey(_Answer):
 
 class BrokerKeys(_Answer):
     keys: list[BrokerKey]
+
+
+class Metadata(View):
+    """getControllerMetaData: the group, its leader and peers (a RocketMQ controller's lacks the self and raft
+    fields)."""
+
+    group: str | None = None
+    controllerLeaderId: str | None = None
+    controllerLeaderAddress: str | None = None
+    isLeader: bool | None = None
+    selfId: str | None = None
+    selfAddress: str | None = None
+    peers: list[str] = Field(default_factory=list)
+
+
+class Elected(View):
+    """An admin election's answer (shown as it came, with mqadmin's echo of the names asked for)."""
+
+    clusterName: str | None = None
+    brokerName: str | None = None
+    masterBrokerId: int | None = None
+    masterAddress: str | None = None
+    masterEpoch: int | None = None
+    syncStateSetEpoch: int | None = None
+    syncStateSet: list[int] = Field(default_factory=list)
+
+
+class EventsPage(_Answer):
+    events: list[dict[str, Any]]
+    nextIndex: int
+    latestIndex: int
+
+
+class ControllerConfig(_Answer):
+    config: dict[str, Any]

@@ -217,14 +217,13 @@ class FakeCluster:
         route = (method, path)
         if route == ("GET", contract.METADATA):
             self_id = "n0" if leader else "n1"
-            return envelope(0, {"group": "DefaultControllerGroup", "controllerLeaderId": "n0",
-                                "controllerLeaderAddress": LEADER, "isLeader": leader, "selfId": self_id,
-                                "selfAddress": address, "peers": list(PEERS),
-                                "raft": {"state": "LEADER" if leader else "FOLLOWER", "term": 4, "commitIndex": 17,
-                                         "lastApplied": 17, "logLength": 17, "leader": "127.0.0.1:9879",
-                                         "hasQuorum": True}})
+            return envelope(0, served(contract.Metadata, {
+                "group": "DefaultControllerGroup", "controllerLeaderId": "n0", "controllerLeaderAddress": LEADER,
+                "isLeader": leader, "selfId": self_id, "selfAddress": address, "peers": list(PEERS),
+                "raft": {"state": "LEADER" if leader else "FOLLOWER", "term": 4, "commitIndex": 17,
+                         "lastApplied": 17, "logLength": 17, "leader": "127.0.0.1:9879", "hasQuorum": True}}))
         if route == ("GET", contract.CONFIG):
-            return envelope(0, {"config": dict(self.configs[address])})
+            return envelope(0, served(contract.ControllerConfig, {"config": dict(self.configs[address])}))
         if route == ("POST", contract.CONFIG):
             return self._update_config(address, body)
         leader_only = {("GET", contract.SYNC_STATE_DATA), ("POST", contract.ELECT_MASTER),

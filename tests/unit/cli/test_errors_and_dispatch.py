@@ -180,18 +180,23 @@ class TestUsage:
 # ====================================================================== unexpected errors, debug, Ctrl-C
 class TestUnexpected:
     def test_unexpected_error_is_one_line_exit_1(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(LEADER, CONFIG_PATH, envelope(0, {}))  # SUCCESS without data.config
+        fake.override(LEADER, CONFIG_PATH, lambda request, n: KeyError("config"))
         result = mqctl("getControllerConfig", "-a", LEADER)
         assert result.stdout == ""
         line = assert_one_line_error(result, 1)
         assert line == "Error: unexpected KeyError: 'config' (set MQCTL_DEBUG=1 for a traceback)"
 
-    def test_an_answer_that_breaks_the_contract_is_a_refusal_naming_the_field(self, mqctl: Invoke,
-                                                                              fake: FakeCluster) -> None:
-        fake.override(LEADER, SYNC_PATH, envelope(0, {}))  # SUCCESS without data.brokers
-        result = mqctl("getSyncStateSet", "-b", "broker-a")
+    @pytest.mark.parametrize("command,path,model,field", [
+        (("getSyncStateSet", "-b", "broker-a"), SYNC_PATH, "SyncStateData", "brokers"),
+        (("getControllerConfig", "-a", LEADER), CONFIG_PATH, "ControllerConfig", "config"),
+    ])
+    def test_an_answer_that_breaks_the_contract_is_a_refusal_naming_the_field(
+            self, mqctl: Invoke, fake: FakeCluster, command: tuple[str, ...], path: str, model: str,
+            field: str) -> None:
+        fake.override(LEADER, path, envelope(0, {}))  # SUCCESS without the answer's data
+        result = mqctl(*command)
         line = assert_one_line_error(result, 4)
-        assert "answered syncStateData malformed (brokers: Field required) [SYSTEM_ERROR]" in line
+        assert f"controller {LEADER}'s answer is malformed ({model}: {field}: Field required) [SYSTEM_ERROR]" in line
 
     def test_exception_raised_by_the_transport(self, mqctl: Invoke, fake: FakeCluster) -> None:
         fake.override(LEADER, META_PATH, lambda request, n: RuntimeError("boom"))
@@ -200,7 +205,7 @@ class TestUnexpected:
         assert line == "Error: unexpected RuntimeError: boom (set MQCTL_DEBUG=1 for a traceback)"
 
     def test_mqctl_debug_prints_the_traceback(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.override(LEADER, CONFIG_PATH, envelope(0, {}))
+        fake.override(LEADER, CONFIG_PATH, lambda request, n: KeyError("config"))
         result = mqctl("getControllerConfig", "-a", LEADER, env={"MQCTL_DEBUG": "1"})
         assert result.exit_code == 1
         err = result.stderr

@@ -5,8 +5,10 @@ broker's client checks it with, and the request models survive a JSON round trip
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from services.controller import contract
+from services.controller.config import ControllerConfig
 from services.controller.state_machine import ReplicasInfoManager
 from tests.unit.controller.helpers import BROKER, CLUSTER, IPS, all_alive, check_code, run
 
@@ -40,6 +42,17 @@ def test_every_answer_a_client_reads_fits_its_model() -> None:
     assert [r.brokerId for r in data.brokers[0].notInSyncReplicas] == [3]
     keys = contract.BrokerKeys.model_validate(m.broker_keys(BROKER).data)
     assert [k.brokerId for k in keys.keys] == [1, 2, 3]
+    elected_view = contract.Elected.model_validate(elected)
+    assert list(elected_view.shown()) == list(elected)  # a view is shown as it was served
+    page = contract.EventsPage.model_validate({"events": m.events_page(0, 100), "nextIndex": m.next_event_index,
+                                               "latestIndex": m.next_event_index - 1})
+    assert [e["eventType"] for e in page.events][:1] == ["APPLY_BROKER_ID"]
+
+
+def test_every_node_view_fits_its_model(tmp_path: Path) -> None:
+    config = ControllerConfig(controllerStorePath=str(tmp_path / "store"))
+    served = contract.ControllerConfig.model_validate({"config": config.as_properties()}).config
+    assert served["controllerStorePath"] == str(tmp_path / "store")
 
 
 def test_request_models_survive_a_json_round_trip() -> None:
