@@ -32,13 +32,18 @@ class ControllerNode:
     conf_file: Path
     log_file: Path
     process: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # added to the process's environment
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def store_dir(self) -> Path:
+        return self.conf_file.parent / "store"
+
     def start(self) -> None:
-        self.process = spawn("services.controller", self.conf_file, self.log_file)
+        self.process = spawn("services.controller", self.conf_file, self.log_file, self.env)
 
     def alive(self) -> bool:
         return running(self.process)
@@ -57,6 +62,7 @@ class ControllerCluster:
     group: str = "DefaultControllerGroup"
     extra: dict[str, Any] = field(default_factory=dict)
     nodes: list[ControllerNode] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # added to every node's environment
 
     def configure(self, used_ports: set[int] | None = None) -> None:
         ports = [free_port_pair(used_ports) for _ in range(self.size)]
@@ -72,7 +78,7 @@ class ControllerCluster:
                 **password, **self.extra,
             }
             conf.write_text(format_properties(props), encoding="utf-8")
-            self.nodes.append(ControllerNode(f"n{i}", port, conf, node_dir / "controller.out"))
+            self.nodes.append(ControllerNode(f"n{i}", port, conf, node_dir / "controller.out", env=dict(self.env)))
 
     @property
     def addresses(self) -> str:

@@ -49,6 +49,26 @@ def punch_hole(fd: int, offset: int, length: int) -> None:
         _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length)
 
 
+#: Tests of a power loss set this: every fsync of a file (fsync_file, atomic_write) then also copies what is
+#: durable to ``<file>.fsynced``, and a simulated power loss puts those copies back (tests/support/powerloss.py).
+SHADOW_ENV = "MQCTL_DURABLE_SHADOW"
+
+
+def _shadow(path: str | os.PathLike[str]) -> None:
+    if os.environ.get(SHADOW_ENV) != "1":
+        return
+    source = Path(path)
+    tmp = source.with_name(source.name + ".fsynced.tmp")
+    tmp.write_bytes(source.read_bytes())
+    os.replace(tmp, source.with_name(source.name + ".fsynced"))
+
+
+def fsync_file(fd: int, path: str | os.PathLike[str]) -> None:
+    """fsync ``fd``, the open file ``path``."""
+    os.fsync(fd)
+    _shadow(path)
+
+
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
     fd = os.open(os.fspath(directory), os.O_RDONLY)
     try:
@@ -77,6 +97,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o
         os.close(fd)
     os.replace(tmp, target)
     fsync_dir(target.parent)
+    _shadow(target)
 
 
 def durable_unlink(path: str | os.PathLike[str]) -> None:

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pysyncobj import SyncObj, SyncObjConf, replicated  # type: ignore[import-untyped]
+import pysyncobj.syncobj  # type: ignore[import-untyped]
+from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON  # type: ignore[import-untyped]
+from pysyncobj.journal import MemoryJournal  # type: ignore[import-untyped]
 
 from services.common.errors import ConfigError
 from services.controller.events import (
@@ -38,6 +40,7 @@ from services.controller.events import (
     event_from_dict,
 )
 from services.controller.raft_fork import install_fork_hook
+from services.controller.raft_journal import DurableJournal
 from services.controller.raft_logging import install_resend_filter
 from services.controller.raft_store import check_raft_store
 from services.controller.raft_transport import MAX_ENTRY_BYTES, GuardedTransport
@@ -80,6 +83,17 @@ class RaftSettings:
     log_compaction_min_time_s: int = 300
 
 
+def _create_journal(journal_file: str | None) -> Any:
+    """pysyncobj's journal factory, replaced: the durable journal beside its snapshot (raft_journal.py)."""
+    if journal_file is None:
+        return MemoryJournal()
+    return DurableJournal(journal_file, Path(journal_file).with_name(DUMP_FILE))
+
+
+pysyncobj.syncobj.createJournal = _create_journal
+DUMP_FILE = "raft.dump"
+
+
 class _ControllerSyncObj(SyncObj):  # type: ignore[misc]
     def __init__(self, settings: RaftSettings, conf: SyncObjConf) -> None:
         # Everything assigned before super().__init__() is excluded from snapshots.
@@ -87,8 +101,15 @@ class _ControllerSyncObj(SyncObj):  # type: ignore[misc]
         super().__init__(settings.self_address, settings.peer_addresses, conf, transportClass=GuardedTransport)
         self.manager = ReplicasInfoManager()
 
+    def journal_sync(self) -> None:
+        """Make the journal durable up to its last entry (before a message leaves, before an apply)."""
+        sync = getattr(self._SyncObj__raftLog, "sync", None)  # a MemoryJournal has nothing to sync
+        if sync is not None:
+            sync()
+
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, entry: str) -> dict[str, Any]:
+        self.journal_sync()  # applied (and answered) only once on disk here
         with self._lock:
             try:
                 return _apply_entry(self.manager, entry)
@@ -156,7 +177,7 @@ class RaftNode:
             password=settings.password,
             bindAddress=settings.bind_address,
             journalFile=str(settings.store_dir / "raft.journal"),
-            fullDumpFile=str(settings.store_dir / "raft.dump"),
+            fullDumpFile=str(settings.store_dir / DUMP_FILE),
             appendEntriesUseBatch=False,
             appendEntriesPeriod=settings.heartbeat_period_s,
             raftMinTimeout=settings.election_timeout_min_s,

@@ -91,7 +91,9 @@ def check_raft_store(directory: Path, single_node: bool = True) -> None:
         _check_no_journal(journal, meta, dump)
         return
     data = journal.read_bytes()
-    records = _check_journal(journal, data)
+    records, torn = _check_journal(journal, data)
+    if torn is not None:
+        data = _cut_torn_tail(journal, data, records, torn, meta, dump)
     if meta is None and not single_node and any(r.term > 0 for r in records):
         raise damaged(meta_path, "missing while the journal holds entries of term "
                       f"{max(r.term for r in records)}: this node would forget the vote it gave in its last term "
@@ -106,6 +108,26 @@ def check_raft_store(directory: Path, single_node: bool = True) -> None:
     if committed > end:
         raise damaged(journal, f"it ends at entry {end}, but {META} records entries up to {committed} as "
                       "committed: committed entries are missing")
+
+
+def _cut_torn_tail(journal: Path, data: bytes, records: list[Record], torn: tuple[int, str],
+                   meta: dict[str, Any] | None, dump: tuple[Record, Record] | None) -> bytes:
+    """A bad record after which the journal holds nothing this node had committed is what a power loss
+    leaves (raft_journal.py: nothing unsynced was ever acknowledged): cut it, durably. One at or below the
+    commit index on disk is damage."""
+    offset, reason = torn
+    kept = max(records[-1].index if records else 0, dump[1].index if dump else 0)
+    committed = int(meta.get("raftCommitIndex", 0)) if meta else 0
+    if kept < committed:
+        raise damaged(journal, f"{reason}, and {META} records entries up to {committed} as committed while the "
+                      f"journal holds them only up to {kept}")
+    header = bytearray(data[:FIRST_RECORD_OFFSET])
+    struct.pack_into("<I", header, LAST_RECORD_OFFSET_OFFSET, offset)
+    cut = bytes(header) + data[FIRST_RECORD_OFFSET:offset]
+    atomic_write(journal, cut, mode=stat.S_IMODE(journal.stat().st_mode))
+    log.warning("%s: %s, after the last entry this node had committed (%d): cut there, as a power loss leaves "
+                "it (the entries cut were never acknowledged by this node)", journal, reason, committed)
+    return cut
 
 
 def _check_no_journal(journal: Path, meta: dict[str, Any] | None, dump: tuple[Record, Record] | None) -> None:
@@ -169,41 +191,49 @@ def _read_dump(path: Path) -> tuple[Record, Record]:
         raise damaged(path, f"unreadable snapshot: {type(exc).__name__}") from None
 
 
-def _check_journal(path: Path, data: bytes) -> list[Record]:
+def _check_journal(path: Path, data: bytes) -> tuple[list[Record], tuple[int, str] | None]:
+    """The journal's good records, and where and why the first bad one starts (None: none is bad)."""
     if len(data) < FIRST_RECORD_OFFSET or not data.startswith(APP_NAME):
         raise damaged(path, "no valid header")
     (last,) = struct.unpack_from("<I", data, LAST_RECORD_OFFSET_OFFSET)
-    if not FIRST_RECORD_OFFSET <= last <= len(data):
-        raise damaged(path, f"the header points at offset {last}, past the end of the file")
+    if last < FIRST_RECORD_OFFSET:
+        raise damaged(path, f"the header points at offset {last}, before the first record")
     records: list[Record] = []
     offset = FIRST_RECORD_OFFSET
     while offset < last:
-        if offset + 4 > last:
-            raise damaged(path, f"a record at offset {offset} is cut short")
+        problem = _record_problem(data, offset, last, records)
+        if problem is not None:
+            return records, (offset, problem)
         (size,) = struct.unpack_from("<I", data, offset)
-        end = offset + 4 + size
-        if size < 16 or end + 4 > last or struct.unpack_from("<I", data, end)[0] != size:
-            raise damaged(path, f"the record at offset {offset} is torn or corrupt")
-        index, term = struct.unpack_from("<QQ", data, offset + 4)
-        if records and index != records[-1].index + 1:
-            raise damaged(path, f"the record at offset {offset} has index {index} after {records[-1].index}")
-        _check_command(path, offset, data[offset + 4 + 16:end])
-        records.append(Record(offset, index, term))
-        offset = end + 4
-    return records
+        records.append(Record(offset, *struct.unpack_from("<QQ", data, offset + 4)))
+        offset += size + 8
+    return records, None
 
 
-def _check_command(path: Path, offset: int, command: bytes) -> None:
+def _record_problem(data: bytes, offset: int, last: int, records: list[Record]) -> str | None:
+    if offset + 4 > min(last, len(data)):
+        return f"the record at offset {offset} is cut short"
+    (size,) = struct.unpack_from("<I", data, offset)
+    end = offset + 4 + size
+    if size < 16 or end + 4 > min(last, len(data)) or struct.unpack_from("<I", data, end)[0] != size:
+        return f"the record at offset {offset} is torn or corrupt"
+    index = struct.unpack_from("<Q", data, offset + 4)[0]
+    if records and index != records[-1].index + 1:
+        return f"the record at offset {offset} has index {index} after {records[-1].index}"
+    return _command_problem(offset, data[offset + 4 + 16:end])
+
+
+def _command_problem(offset: int, command: bytes) -> str | None:
     if not command or command[0] != REGULAR_COMMAND:
-        return
+        return None
     try:
         decoded = sync_pickle.loads(command[1:])
         args = decoded[1] if isinstance(decoded, tuple) and len(decoded) >= 2 else ()
         entry = json.loads(args[0]) if args and isinstance(args[0], str) else {}
     except Exception:  # noqa: BLE001 - unpickling garbage raises anything
-        raise damaged(path, f"the command at offset {offset} cannot be decoded") from None
+        return f"the command at offset {offset} cannot be decoded"
     if not isinstance(entry, dict):
-        return
+        return None
     items = entry.get("items") if entry.get("kind") == "batch" else [entry]
     for item in items if isinstance(items, list) else []:
         crc = item.get("crc") if isinstance(item, dict) else None
@@ -211,4 +241,5 @@ def _check_command(path: Path, offset: int, command: bytes) -> None:
             continue
         events = json.dumps(item.get("events", []), separators=(",", ":"))
         if zlib.crc32(events.encode("utf-8")) != crc:
-            raise damaged(path, f"the entry at offset {offset} fails its checksum")
+            return f"the entry at offset {offset} fails its checksum"
+    return None

@@ -314,6 +314,13 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         self._next_sweep = 0.0
         super().__init__(syncObj, selfNode, otherNodes)
 
+    def send(self, node: Any, message: Any) -> bool:
+        """Every message leaves only once the journal on disk holds what it may claim (raft_journal.py)."""
+        sync = getattr(self._syncObj, "journal_sync", None)
+        if sync is not None:
+            sync()
+        return bool(super().send(node, message))
+
     def _createServer(self) -> None:
         host, port = self._syncObj.conf.bindAddress.rsplit(":", 1)
         host = host.strip("[]")
