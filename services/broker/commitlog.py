@@ -54,7 +54,7 @@ from services.broker.record import (
     peek,
     record_size,
 )
-from services.common.durable import fsync_dir, reserve
+from services.common.durable import fsync_dir, fsync_file, reserve
 
 __all__ = [  # the record names are re-exported: callers import them from here
     "BLANK_MAGIC", "LEGACY_MESSAGE_MAGIC", "MESSAGE_MAGIC", "MIN_BLANK", "Blank", "CommitLog",
@@ -242,7 +242,7 @@ class CommitLog:
         for seg in list(self.segments):
             if seg.dirty:
                 seg.dirty = False
-                os.fsync(seg.fd)
+                fsync_file(seg.fd, seg.path)
         self.flushed_offset = max(self.flushed_offset, target)
         return target
 
@@ -398,7 +398,7 @@ class CommitLog:
         new_length = offset - seg.start
         if new_length < seg.length:
             os.ftruncate(seg.fd, new_length)  # frees the reserved blocks past new_length too
-            os.fsync(seg.fd)
+            fsync_file(seg.fd, seg.path)
             seg.length = new_length
             self._reserve(seg.fd)
         fsync_dir(self.directory)

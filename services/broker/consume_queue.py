@@ -40,7 +40,7 @@ from services.broker.record import (
     CommitLogCorrupt,
     valid_topic,
 )
-from services.common.durable import fsync_dir, punch_hole, reserve
+from services.common.durable import fsync_dir, fsync_file, punch_hole, reserve
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class ConsumeQueue:
         """Keep the first ``count`` entries, durably."""
         if count < self.count:
             os.ftruncate(self.fd, count * ENTRY_SIZE)
-            os.fsync(self.fd)
+            fsync_file(self.fd, self.path)
             self.count = count
             self.reserved = 0
             self.min_offset = min(self.min_offset, count)
@@ -169,7 +169,7 @@ class ConsumeQueue:
             keep -= 1
         if keep != self.count:
             os.ftruncate(self.fd, keep * ENTRY_SIZE)  # frees the reserved blocks as well
-            os.fsync(self.fd)
+            fsync_file(self.fd, self.path)
             self.count = keep
             self.reserved = 0
             self.min_offset = min(self.min_offset, keep)
@@ -177,7 +177,7 @@ class ConsumeQueue:
     def flush(self) -> None:
         if self.dirty:
             self.dirty = False
-            os.fsync(self.fd)
+            fsync_file(self.fd, self.path)
 
 
 class ConsumeQueueStore:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +61,7 @@ def _shadow(path: str | os.PathLike[str]) -> None:
     source = Path(path)
     tmp = source.with_name(source.name + ".fsynced.tmp")
     tmp.write_bytes(source.read_bytes())
+    os.chmod(tmp, stat.S_IMODE(os.stat(source).st_mode))  # a private key's copy stays private
     os.replace(tmp, source.with_name(source.name + ".fsynced"))
 
 
