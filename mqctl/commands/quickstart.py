@@ -112,7 +112,12 @@ def _run(app: App, cluster: LocalCluster, count: int) -> None:
 
 
 def _report(ctx: click.Context, app: App, cluster: LocalCluster, report_dir: str | None) -> None:
-    from mqctl.commands.report import default_output, report
+    from mqctl.commands.report import INSTALL_HINT, default_output, missing_report_extras, report
+
+    missing = missing_report_extras()
+    if missing:
+        app.warn(f"skipping the report: it needs {' and '.join(missing)} ({INSTALL_HINT})")
+        return
 
     _step(app, "Summarising the epoch history with 'mqctl report' (Spark local[*])")
     output = Path(report_dir) if report_dir else default_output()

@@ -3,11 +3,13 @@
 The command only wires things together: collect a dataset (``mqctl.collect``) unless
 ``--input`` names one, start Spark (``spark_reports.session``), run the job and write the files
 (``spark_reports.pipeline``), show the result (``mqctl.render_report``). Spark is imported inside the
-command body so the rest of the CLI starts fast. docs/report.md has the dataset schema and every metric.
+command body so the rest of the CLI starts fast, and is an extra (``mqctl[report]``): without it the command
+says what to install (exit 2). docs/report.md has the dataset schema and every metric.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +65,7 @@ def report(app: App, spark_master: str, controller_address: str | None, cluster_
       mqctl report --input ./history --output ./out --format json
       mqctl report --input ./history --spark-master spark://127.0.0.1:7077 --conf spark.executor.memory=2g
     """
+    require_report_extras()
     output = Path(output_dir) if output_dir else default_output()
     with translated():
         from spark_reports.paths import check_input, prepare_output, remove_created
@@ -89,6 +92,23 @@ def report(app: App, spark_master: str, controller_address: str | None, cluster_
         summary = _run(app, options, dataset, output, as_of, cluster_name if input_dir else None)
     render_report.show_report(app, fmt, summary)
     app.info(f"report written to {output}/ (summary.json, groups.csv, groups.parquet, report.html, timeline.png)")
+
+
+#: What ``mqctl report`` needs beyond the base install (the ``report`` extra), by import name.
+REPORT_MODULES = {"pyspark": "PySpark", "matplotlib": "matplotlib"}
+INSTALL_HINT = "pip install 'mqctl[report]'"
+
+
+def missing_report_extras() -> list[str]:
+    """The report's libraries that are not installed (by name), found without importing them."""
+    return [name for module, name in REPORT_MODULES.items() if importlib.util.find_spec(module) is None]
+
+
+def require_report_extras() -> None:
+    missing = missing_report_extras()
+    if missing:
+        raise UsageError(f"mqctl report needs {' and '.join(missing)}, which this install lacks: {INSTALL_HINT} "
+                         "(Java 17 or 21 too)")
 
 
 def default_output() -> Path:

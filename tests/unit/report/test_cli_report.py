@@ -143,3 +143,19 @@ def test_default_output_is_removed_after_a_failed_collect(tmp_path: Path, monkey
     code, _ = invoke("-a", "127.0.0.1:1", root=("--timeout", "0.5"))
     assert code == 3
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("absent,named", [(("pyspark",), "PySpark"), (("pyspark", "matplotlib"),
+                                                                     "PySpark and matplotlib")])
+def test_without_the_report_extra_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                          absent: tuple[str, ...], named: str) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in absent else real(name, *a))
+    code, out = invoke("--input", str(dataset(tmp_path / "in")), "--output", str(tmp_path / "out"))
+    assert code == 2
+    assert out.strip().splitlines() == [
+        (f"Error: mqctl report needs {named}, which this install lacks: pip install 'mqctl[report]' "
+        "(Java 17 or 21 too)")]
+    assert not (tmp_path / "out").exists()  # nothing was started or written
