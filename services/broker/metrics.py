@@ -44,6 +44,14 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("mqctl_broker_epoch_file_last_epoch", "Last epoch in the epoch file",
                                 value=b.store.epochs.last_epoch())
         yield GaugeMetricFamily("mqctl_broker_max_offset", "Commitlog max offset", value=b.store.max_offset)
+        yield GaugeMetricFamily("mqctl_broker_min_offset", "Commitlog min offset (retention moves it up)",
+                                value=b.store.min_offset)
+        yield GaugeMetricFamily("mqctl_broker_disk_used_ratio", "Fraction of the store's disk in use at the last "
+                                "retention run", value=b.retention.used)
+        yield GaugeMetricFamily("mqctl_broker_disk_full", "1 while writes are refused over "
+                                "diskSpaceWarningLevelRatio", value=1.0 if b.retention.disk_full else 0.0)
+        yield GaugeMetricFamily("mqctl_broker_segments_deleted", "Commitlog segments retention deleted since start",
+                                value=b.retention.deleted_segments)
         yield GaugeMetricFamily("mqctl_broker_confirm_offset", "confirmOffset", value=b.store.confirm_offset)
         yield GaugeMetricFamily("mqctl_broker_sync_state_set_size", "Members of the local SyncStateSet",
                                 value=len(state.sync_state_set))

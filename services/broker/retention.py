@@ -177,7 +177,8 @@ class RetentionService:
         self.store, self.clock, self.io_lock = store, clock, io_lock
         self.slave_floor = slave_floor
         self.paths = paths or [store.root]
-        self.used, self.hour_of = used, hour_of
+        self.disk_usage, self.hour_of = used, hour_of
+        self.used = 0.0  # at the last run
         self.disk_full = False
         self.deleted_segments = 0
         self._task: asyncio.Task[None] | None = None
@@ -205,7 +206,7 @@ class RetentionService:
 
     async def run_once(self) -> int:
         """One run: returns how many segments it deleted."""
-        used = max(self.used(p) for p in self.paths)
+        used = self.used = max(self.disk_usage(p) for p in self.paths)
         # Poll rather than wait in a thread: a cancelled wait would leave a thread holding the lock.
         while not self.io_lock.acquire(blocking=False):  # noqa: ASYNC110 (never block the loop on an fsync)
             await asyncio.sleep(0.005)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
@@ -88,6 +89,8 @@ def test_old_segments_go_consumers_move_on_and_a_failover_changes_nothing(pair: 
     assert aged >= 5
     poll(lambda: runtime(master)["minOffset"] == aged * SEG, 30, "the master to delete the aged segments")
     poll(lambda: runtime(slave)["minOffset"] == aged * SEG, 30, "the slave to delete them too")
+    metrics = httpx.get(f"http://{master.address}/metrics").text
+    assert f"mqctl_broker_segments_deleted {float(aged)}" in metrics and "mqctl_broker_disk_full 0.0" in metrics
 
     statuses, bodies = consume(master)
     assert statuses == ["OFFSET_TOO_SMALL"] * 2  # moved to the queue's min offset, then read on

@@ -77,6 +77,9 @@ def test_every_answer_a_client_reads_fits_its_model(app: Client) -> None:
         "messages": [{"topic": "T", "body": "x"}]}), "broker")
     assert batch.status == "SERVICE_NOT_AVAILABLE" and batch.results == []
     assert checked(bc.RoleAnswer, data(app, "GET", bc.HEALTHZ), "broker").role == "FENCED"
+    metrics = app.request("GET", "/metrics").text  # retention's state too
+    for line in ("mqctl_broker_min_offset 0.0", "mqctl_broker_disk_full 0.0", "mqctl_broker_segments_deleted 0.0"):
+        assert line in metrics
 
 
 def test_the_contract_names_every_route_and_only_those(app: Client) -> None:
