@@ -17,6 +17,7 @@ import click
 
 from mqctl.app import App
 from mqctl.terminal import printable
+from services.common import tls
 from services.common.errors import MqctlError, RemoteError, UsageError
 from services.common.wire import PROTOCOLS
 
@@ -96,8 +97,18 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 @click.option("--protocol", type=click.Choice(PROTOCOLS), envvar="MQCTL_PROTOCOL", default="auto", show_default=True,
               help="auto: HTTP to mqctl servers, RocketMQ remoting to servers that speak only that (found on "
                    "first contact); http or remoting: only that one (or $MQCTL_PROTOCOL).")
+@click.option("--tls", "use_tls", is_flag=True, envvar="MQCTL_TLS",
+              help="Speak TLS to the servers (on when --tls-ca is given; or $MQCTL_TLS=1).")
+@click.option("--tls-ca", envvar="MQCTL_TLS_CA", default=None, metavar="FILE",
+              help="CA certificate(s), PEM, that the servers' certificates must chain to (or $MQCTL_TLS_CA); "
+                   "without it, the system's CAs.")
+@click.option("--tls-cert", envvar="MQCTL_TLS_CERT", default=None, metavar="FILE",
+              help="Client certificate, PEM, for servers that require one (or $MQCTL_TLS_CERT).")
+@click.option("--tls-key", envvar="MQCTL_TLS_KEY", default=None, metavar="FILE",
+              help="The client certificate's private key, PEM, if not in --tls-cert's file (or $MQCTL_TLS_KEY).")
 @click.pass_context
-def cli(ctx: click.Context, timeout: float, token: str | None, protocol: str) -> None:
+def cli(ctx: click.Context, timeout: float, token: str | None, protocol: str, use_tls: bool,
+        tls_ca: str | None, tls_cert: str | None, tls_key: str | None) -> None:
     """mqctl: RocketMQ 5 controller mode — Raft controllers, replicated brokers, mqadmin-style admin.
 
     \b
@@ -111,6 +122,19 @@ def cli(ctx: click.Context, timeout: float, token: str | None, protocol: str) ->
     app.timeout = timeout
     app.token = _checked_token(token)
     app.protocol = protocol
+    if tls_key and not tls_cert:
+        raise UsageError("--tls-key needs --tls-cert")
+    on = use_tls or bool(tls_ca or tls_cert)
+    try:
+        context = tls.client_context(tls_ca or "", tls_cert or "", tls_key or "") if on else None
+    except UsageError as exc:  # named by property: name the flags instead
+        message = exc.remark
+        for prop, flag in (("tls.client.trustCertPath", "--tls-ca"), ("tls.client.certPath", "--tls-cert"),
+                           ("tls.client.keyPath", "--tls-key"),
+                           (" or with tls.client.keyPassword", "")):
+            message = message.replace(prop, flag)
+        raise UsageError(message) from None
+    tls.use_client(context, with_cert=bool(tls_cert))
 
 
 def _checked_token(token: str | None) -> str | None:
@@ -167,8 +191,9 @@ def completion(shell: str) -> None:
 
 def _register_commands() -> None:
     from mqctl.commands import broker, cluster, controller, flush, quickstart, report, store, topic
+    from mqctl.commands import tls as tls_commands
 
-    for module in (controller, broker, topic, flush, cluster, quickstart, report, store):
+    for module in (controller, broker, topic, flush, cluster, quickstart, report, store, tls_commands):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -12,6 +12,7 @@ import logging
 
 import websockets
 
+from services.common import tls
 from services.common.auth import auth_headers
 
 log = logging.getLogger(__name__)
@@ -38,12 +39,13 @@ class LivenessChannels:
         self._tasks.clear()
 
     async def _hold(self, address: str, broker_id: int) -> None:
-        url = (f"ws://{address}/v1/controller/channel?clusterName={self.cluster}&brokerName={self.broker_name}"
+        url = (f"{tls.ws_scheme()}://{address}/v1/controller/channel?clusterName={self.cluster}&brokerName={self.broker_name}"
                f"&brokerId={broker_id}")
         while True:
             try:
                 async with websockets.connect(url, open_timeout=3, ping_interval=5, ping_timeout=20,
-                                              additional_headers=auth_headers(self.token)) as ws:
+                                              additional_headers=auth_headers(self.token),
+                                              ssl=tls.client_tls()) as ws:
                     await ws.wait_closed()
             except asyncio.CancelledError:
                 raise

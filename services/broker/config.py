@@ -26,6 +26,8 @@ from services.common.httplimits import (
 from services.common.props import to_bool, to_int
 from services.common.remoting_conn import IDLE_TIMEOUT_S
 from services.common.rocketmq_properties import BROKER_PROPERTIES
+from services.common.tls import SECRETS as TLS_SECRETS
+from services.common.tls import TlsProperties, undot
 
 MAX_INT = 2**31 - 1
 #: The longest heartbeat timeout a broker may ask the controllers for (their maxHeartbeatTimeoutMillis
@@ -35,7 +37,7 @@ MAX_HEARTBEAT_TIMEOUT_MS = 3_600_000
 
 
 @dataclass(frozen=True)
-class BrokerConfig:
+class BrokerConfig(TlsProperties):
     brokerClusterName: str = "DefaultCluster"
     brokerName: str = "broker-a"
     brokerIP1: str = "127.0.0.1"
@@ -149,6 +151,7 @@ class BrokerConfig:
 
     def validate(self) -> None:
         self._validate_limits()
+        self.validate_tls()
         if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flushDiskType!r}")
         if not 0 < self.listenPort < 65536:
@@ -221,8 +224,9 @@ class BrokerConfig:
     def as_properties(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["haListenPort"] = self.ha_port
-        if values["authToken"]:
-            values["authToken"] = "******"
+        for secret in ("authToken", *TLS_SECRETS):
+            if values[secret]:
+                values[secret] = "******"
         return values
 
 
@@ -256,6 +260,7 @@ def config_from_properties(props: dict[str, str], base: BrokerConfig | None = No
     mqctl does not use is accepted with a warning, and so is a name nobody knows (RocketMQ ignores what it
     does not use) unless ``strictConfig`` is true. Without one, both are errors."""
     cfg = base or BrokerConfig()
+    props = undot(props, warnings)
     strict = warnings is None or to_bool(props.get("strictConfig", str(cfg.strictConfig).lower()), "strictConfig")
     updates: dict[str, Any] = {}
     for key, raw in props.items():

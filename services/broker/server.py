@@ -52,6 +52,8 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
         if server is not None:
             server.should_exit = True
 
+    log.info("API, remoting and HA ports: %s", config.tls_summary())
+    config.use_as_client()
     broker = Broker(config, on_fatal=on_fatal)
     broker.open_store()
 
@@ -60,7 +62,8 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
         log.info("broker %s serving HTTP on %s:%d", config.brokerName, host, config.listenPort)
 
     server = make_server(create_app(broker), host, config.listenPort, started, broker.stop,
-                         binary=broker.remoting.connection, limits=config.http_limits())
+                         binary=broker.remoting.connection, limits=config.http_limits(),
+                         tls=config.server_tls())
     server.run()
     log.info("broker %s stopped", config.brokerName)
     if fatal:

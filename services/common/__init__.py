@@ -6,4 +6,4 @@ __all__ = ["addresses", "answers", "auth", "bodylimit", "broker_client", "clock"
            "durable", "entry", "envelope", "errors", "faults", "fields", "httpguard", "httplimits",
            "httpserver", "logsetup", "metrics", "namesrv_client", "ports", "props", "remoting_admin",
            "remoting_blocking", "remoting_client", "remoting_conn", "rocketmq_properties", "signing", "sniff",
-           "tasks", "text", "wire"]
+           "tasks", "text", "tls", "wire"]

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import re
 
+from services.common import tls
 from services.common.errors import AddressError, UsageError
 
 __all__ = ["ADDRESS_EXAMPLE", "DEFAULT_CONTROLLER_ADDR", "ENV_CONTROLLER_ADDR", "address_key", "check_address",
@@ -80,12 +81,13 @@ def address_key(address: str) -> tuple[str, int] | None:
 
 
 def http_url(address: str, path: str, what: str = "server") -> str:
-    """``http://host:port/path`` for a checked address (IPv6 hosts in brackets); AddressError if malformed."""
+    """``http://host:port/path`` (``https://`` with TLS on) for a checked address (IPv6 hosts in brackets);
+    AddressError if malformed."""
     try:
         host, port = split_address(address, lenient=True)
     except ValueError as exc:
         raise AddressError(f"bad {what} address {address!r}: {exc}") from None
-    return f"http://{join_address(host, port)}{path}"
+    return f"{tls.scheme()}://{join_address(host, port)}{path}"
 
 
 def check_address(text: str, what: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Self
 import httpx
 from pydantic import BaseModel
 
+from services.common import tls
 from services.common.addresses import (
     ADDRESS_EXAMPLE,
     DEFAULT_CONTROLLER_ADDR,
@@ -54,6 +55,7 @@ class ControllerClient:
         self._trusted = {key for key in map(address_key, self.addresses) if key is not None}
         self._peers_known = False
         self.leader: str | None = None
+        self.last_failure = ""  # why the last unreachable node was, for the error when none answers
 
     def close(self) -> None:
         self.wire.close()
@@ -115,7 +117,7 @@ class ControllerClient:
             if time.monotonic() + 0.2 >= deadline:
                 break
             time.sleep(0.2)
-        raise no_leader(self.addresses, unreachable, not_leader)
+        raise no_leader(self.addresses, unreachable, not_leader, self.last_failure)
 
     def _one_pass(self, method: str, path: str, json: Any, params: Any,
                   unreachable: list[str]) -> tuple[Envelope | None, bool]:
@@ -131,7 +133,8 @@ class ControllerClient:
             tried.add(address)
             try:
                 env = self.request_node(address, method, path, json=json, params=params)
-            except (UnreachableError, AddressError):  # a dead node, or a hint that is no address
+            except (UnreachableError, AddressError) as exc:  # a dead node, or a hint that is no address
+                self.last_failure = exc.remark
                 if address not in unreachable:
                     unreachable.append(address)
                 if self.leader == address:
@@ -191,9 +194,11 @@ class ControllerClient:
         for address in self.addresses:
             try:
                 return self.check(self.request_node(address, method, path, json=json, params=params), ())
-            except UnreachableError:
+            except UnreachableError as exc:
                 errors.append(address)
-        raise UnreachableError(f"no controller reachable at {';'.join(self.addresses)}", errors)
+                self.last_failure = exc.remark
+        raise UnreachableError(f"no controller reachable at {';'.join(self.addresses)}{_last(self.last_failure)}",
+                               errors)
 
     def _candidates(self) -> list[str]:
         return leader_first(self.leader, self.addresses)
@@ -225,13 +230,19 @@ def leader_first(leader: str | None, addresses: list[str]) -> list[str]:
     return ([leader] if leader else []) + [a for a in addresses if a != leader]
 
 
-def no_leader(addresses: list[str], unreachable: list[str], not_leader: bool) -> MqctlError:
+def _last(failure: str) -> str:
+    """The last node's error, where it says more than that nothing listens there (a TLS mismatch, say)."""
+    plain = not failure or failure.endswith(("connection refused", "timed out", "connection failed"))
+    return "" if plain else f" (last error: {failure})"
+
+
+def no_leader(addresses: list[str], unreachable: list[str], not_leader: bool, last_failure: str = "") -> MqctlError:
     """What a leader-following call raises when no pass found a leader before its deadline."""
     if not_leader:
         return RemoteError(int(ResponseCode.CONTROLLER_NOT_LEADER),
                            f"no controller leader is reachable (tried {', '.join(sorted(set(addresses) | set(unreachable)))}); "
                            "the controller group may have lost its majority")
-    return UnreachableError(f"no controller reachable at {';'.join(addresses)}", unreachable)
+    return UnreachableError(f"no controller reachable at {';'.join(addresses)}{_last(last_failure)}", unreachable)
 
 
 class AsyncControllerClient:
@@ -243,11 +254,13 @@ class AsyncControllerClient:
                  transport: httpx.AsyncBaseTransport | None = None, token: str | None = None) -> None:
         self.addresses = list(addresses)
         self.timeout = timeout
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport)
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport,
+                                      verify=tls.httpx_verify())
         self._token = token
         self._trusted = {key for key in map(address_key, self.addresses) if key is not None}
         self._peers_known = False
         self.leader: str | None = None
+        self.last_failure = ""  # why the last unreachable node was, for the error when none answers
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -292,7 +305,8 @@ class AsyncControllerClient:
                 tried.add(address)
                 try:
                     env = await self.request_node(address, method, path, json=json, params=params)
-                except (UnreachableError, AddressError):
+                except (UnreachableError, AddressError) as exc:
+                    self.last_failure = exc.remark
                     unreachable += [address] if address not in unreachable else []
                     self.leader = None if self.leader == address else self.leader
                     continue
@@ -306,4 +320,4 @@ class AsyncControllerClient:
             if time.monotonic() + 0.2 >= deadline:
                 break
             await asyncio.sleep(0.2)
-        raise no_leader(self.addresses, unreachable, not_leader)
+        raise no_leader(self.addresses, unreachable, not_leader, self.last_failure)

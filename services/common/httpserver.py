@@ -8,6 +8,7 @@ import gc
 import inspect
 import logging
 import signal
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 from typing import Any
@@ -47,6 +48,16 @@ class GracefulServer(uvicorn.Server):
 _NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 
 
+class TlsConfig(uvicorn.Config):
+    """uvicorn's config with our own TLS context (services/common/tls.py) in place of one it builds."""
+
+    tls: ssl.SSLContext | None = None
+
+    def load(self) -> None:
+        super().load()
+        self.ssl = self.tls
+
+
 def new_app(title: str, description: str) -> FastAPI:
     extra: dict[str, Any] = {"telemetry": _NO_TELEMETRY} if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
     return FastAPI(title=title, version="1", description=description, **extra)
@@ -62,10 +73,11 @@ def quiet_gc() -> None:
 
 def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Awaitable[None]],
                 on_stop: Callable[[], Awaitable[None]], binary: BinaryFactory | None = None,
-                limits: HttpLimits | None = None) -> GracefulServer:
+                limits: HttpLimits | None = None, tls: ssl.SSLContext | None = None) -> GracefulServer:
     """A server for ``app`` whose lifespan runs ``on_start`` before serving and ``on_stop`` after. With
     ``binary``, the same port also serves RocketMQ's remoting protocol (services/common/sniff.py).
-    ``limits`` bound connections, request time and sizes (services/common/httpguard.py)."""
+    ``limits`` bound connections, request time and sizes (services/common/httpguard.py). With ``tls``,
+    both protocols are spoken inside TLS only."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -79,8 +91,10 @@ def make_server(app: FastAPI, host: str, port: int, on_start: Callable[[], Await
     app.add_middleware(BodyLimit, limits=limits)
     fds = raise_fd_limit()
     cap = ConnectionCap(effective_connection_cap(limits.max_connections, fds))
-    log.info("HTTP listener %s:%d: at most %d connections (open-file limit %d)", host, port, cap.limit, fds)
+    log.info("%s listener %s:%d: at most %d connections (open-file limit %d)", "TLS" if tls else "HTTP", host,
+             port, cap.limit, fds)
     protocol = capped(sniffing_protocol(guarded_http(limits), binary, limits.header_timeout_s), cap)
-    return GracefulServer(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                         lifespan="on", timeout_graceful_shutdown=3, http=protocol,
-                                         **uvicorn_options(limits)))
+    config = TlsConfig(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
+                       timeout_graceful_shutdown=3, http=protocol, **uvicorn_options(limits))
+    config.tls = tls
+    return GracefulServer(config)

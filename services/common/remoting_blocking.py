@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from services.common import tls
 from services.common.codes import ResponseCode
 from services.common.errors import RemoteError, UnreachableError
 from services.remoting.acl import sign
@@ -75,6 +76,14 @@ class BlockingRemoting:
             except OSError as exc:
                 raise UnreachableError(f"{where} is unreachable: {_reason(exc)}", [where]) from None
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            context = tls.client_tls()
+            if context is not None:
+                try:
+                    sock = context.wrap_socket(sock, server_hostname=tls.server_hostname(host))
+                except (OSError, ValueError) as exc:
+                    sock.close()
+                    raise UnreachableError(f"{where}: TLS handshake failed: {tls.handshake_reason(exc)}",
+                                           [where]) from None
             link = self._links[(host, port)] = _Link(sock, self.max_frame_size)
         return link
 

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from services.common import tls
 from services.common.errors import MqctlError, UnreachableError
 from services.remoting.codec import MAX_FRAME_SIZE, FrameDecoder, encode
 from services.remoting.command import ONEWAY_FLAG, RemotingCommand
@@ -122,7 +123,9 @@ class RemotingClient:
                 return conn
             host, _, port = address.rpartition(":")
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), timeout)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                    host.strip("[]"), int(port), ssl=tls.client_tls(), server_hostname=tls.server_hostname(host)),
+                    timeout)
             except (OSError, TimeoutError, ValueError) as exc:
                 raise UnreachableError(f"{address} is unreachable: {exc or type(exc).__name__}") from None
             conn = self._connections[address] = _Connection(address, reader, writer, self.max_frame_size)

@@ -10,12 +10,14 @@ length of over a gigabyte and close at once) is asked again over remoting, throu
 from __future__ import annotations
 
 import json as _json
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from services.common import tls
 from services.common.addresses import address_key, http_url, split_address
 from services.common.auth import bearer_token
 from services.common.codes import ResponseCode
@@ -83,8 +85,11 @@ async def exchange_async(client: httpx.AsyncClient, address: str, method: str, p
 def _transport_error(exc: httpx.HTTPError, address: str, what: str) -> UnreachableError:
     if isinstance(exc, httpx.TimeoutException):
         return UnreachableError(f"{what} {address} timed out", [address])
+    failed = _ssl_error(exc)
+    if failed is not None:
+        return UnreachableError(f"{what} {address}: TLS handshake failed: {tls.handshake_reason(failed)}", [address])
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-        return NoHttpAnswer(f"{what} {address} is unreachable: {_reason(exc)}", [address])
+        return NoHttpAnswer(f"{what} {address} is unreachable: {_reason(exc)}{tls.closed_hint()}", [address])
     reason = _reason(exc) if what == "controller" else "connection failed"
     return UnreachableError(f"{what} {address} is unreachable: {reason}", [address])
 
@@ -118,8 +123,22 @@ def _bounded(size: int, address: str, what: str, deadline: float) -> int:
     return size
 
 
+def _ssl_error(exc: BaseException) -> BaseException | None:
+    """The TLS error under an httpx error, if that is what it is."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _reason(exc: httpx.HTTPError) -> str:
     text = str(exc) or type(exc).__name__
+    if "disconnected" in text.lower():
+        return "it closed the connection without an answer"
     if "Connection refused" in text or "connect" in text.lower():
         return "connection refused"
     return text
@@ -131,7 +150,8 @@ class Wire:
     def __init__(self, timeout: float, transport: httpx.BaseTransport | None = None, protocol: str = "auto") -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}")
-        self.http = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport)
+        self.http = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport,
+                                 verify=tls.httpx_verify())
         self.remoting = BlockingRemoting()
         self.protocol = protocol
         self._speaks: dict[tuple[str, int], str] = {}

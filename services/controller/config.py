@@ -22,6 +22,8 @@ from services.common.httplimits import (
 )
 from services.common.props import format_properties, load_properties, to_bool, to_int
 from services.common.rocketmq_properties import CONTROLLER_PROPERTIES
+from services.common.tls import SECRETS as TLS_SECRETS
+from services.common.tls import TLS_NAMES, TlsProperties, undot
 from services.controller.heartbeat import MAX_HEARTBEAT_TIMEOUT_MS
 
 DEFAULT_STORE = "~/mqctl/controller"
@@ -44,7 +46,7 @@ class Peer:
 
 
 @dataclass(frozen=True)
-class ControllerConfig:
+class ControllerConfig(TlsProperties):
     controllerDLegerGroup: str = "DefaultControllerGroup"
     controllerDLegerPeers: str = "n0-127.0.0.1:9878"
     controllerDLegerSelfId: str = "n0"
@@ -135,6 +137,7 @@ class ControllerConfig:
         if self.electMasterMaxRetryCount < 1:
             raise ConfigError("electMasterMaxRetryCount must be at least 1")
         self._validate_raft_password()
+        self.validate_tls()
 
     def _validate_raft_password(self) -> None:
         """Every node has a Raft password (see raft_secret.py); only a lone node can make up its own."""
@@ -153,7 +156,7 @@ class ControllerConfig:
 
     def as_properties(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
-        for secret in ("controllerRaftPassword", "authToken"):
+        for secret in ("controllerRaftPassword", "authToken", *TLS_SECRETS):
             if values[secret]:
                 values[secret] = "******"
         return values
@@ -177,7 +180,8 @@ RUNTIME_UPDATABLE = frozenset({
 })
 #: Never updatable remotely (RocketMQ's black list plus our own path and secret settings).
 BLACK_LIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome", "controllerStorePath",
-                        "controllerRaftPassword", "controllerRaftPasswordFile", "authToken"})
+                        "controllerRaftPassword", "controllerRaftPasswordFile", "authToken",
+                        *TLS_NAMES, *TLS_NAMES.values()})
 
 #: Properties RocketMQ's controller has that we accept and ignore (with a warning); every other property
 #: of RocketMQ's controller or name server (rocketmq_properties.py) is ignored the same way.
@@ -194,6 +198,7 @@ def config_from_properties(props: dict[str, str], base: ControllerConfig | None 
     use is accepted with a warning, and so is a name nobody knows (RocketMQ ignores what it does not use)
     unless ``strictConfig`` is true. Without one (a change to a running controller), both are errors."""
     cfg = base or ControllerConfig()
+    props = undot(props, warnings)
     strict = warnings is None or to_bool(props.get("strictConfig", str(cfg.strictConfig).lower()), "strictConfig")
     updates: dict[str, Any] = {}
     types = {f.name: f.type for f in fields(ControllerConfig)}

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from services.common import tls
 from services.common.auth import auth_headers
 from services.common.errors import MqctlError
 from services.common.remoting_client import RemotingClient
@@ -38,7 +39,7 @@ class RoleChangeNotifier:
         self._remoting: RemotingClient | None = None
 
     def start(self) -> None:
-        self._http = httpx.AsyncClient(timeout=3.0, headers=auth_headers(self.token or None))
+        self._http = httpx.AsyncClient(timeout=3.0, headers=auth_headers(self.token or None), verify=tls.httpx_verify())
         token = self.token
         self._remoting = RemotingClient(
             timeout_s=3.0, signer=(lambda r: sign(r, token, self.now_ms())) if token else None)
@@ -67,7 +68,7 @@ class RoleChangeNotifier:
         if self._http is None:
             return
         try:
-            await self._http.post(f"http://{address}/v1/broker/notifyRoleChanged", json=payload)
+            await self._http.post(f"{tls.scheme()}://{address}/v1/broker/notifyRoleChanged", json=payload)
         except httpx.HTTPError as exc:
             log.debug("role-change notification to %s failed: %s", address, exc)
 

@@ -55,6 +55,8 @@ def run(config: ControllerConfig) -> None:
              config.store_dir, log_file)
     log.info("Raft port %s:%d%s: encrypted and authenticated with the password from %s", host,
              me.raft_port, " (every interface)" if host in ("0.0.0.0", "::") else "", password_source)
+    log.info("API and remoting port %s:%d: %s", host, me.port, config.tls_summary())
+    config.use_as_client()
     manager = ControllerManager(config)
     raft = RaftNode(RaftSettings(
         self_address=me.raft_address,
@@ -81,7 +83,7 @@ def run(config: ControllerConfig) -> None:
         return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state)
 
     server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection,
-                         limits=config.http_limits())
+                         limits=config.http_limits(), tls=config.server_tls())
     try:
         server.run()
     finally:

@@ -1,6 +1,7 @@
 """Across hosts: three controllers and a three-replica broker group, each in its own network namespace with its
 own address (tests/netns), configured as docs/operations.md's multi-host walk-through says (each node binds and
-advertises its host's address, the controllers' Raft password from a file, clients on another host). A producer
+advertises its host's address, the controllers' Raft password from a file, clients on another host), with TLS
+on every link but Raft's and client certificates required (docs/security.md; a CA from ``mqctl tls init``). A producer
 on a seventh host writes with ``allAckInSyncStateSet=true`` while the test partitions the master from every
 controller (a failover must follow, and the old master must not acknowledge anything alone), heals, then
 partitions the new master from its slaves (writes stall until the set shrinks to the master), and heals again.
@@ -44,6 +45,9 @@ BROKER_PROPS = {"brokerHeartbeatInterval": 300, "controllerHeartBeatTimeoutMills
 #: file, until a stop file appears.
 PRODUCER = """
 import sys, time, pathlib
+from services.common import tls
+d = sys.argv[4]
+tls.use_client(tls.client_context(d + "/ca.pem", d + "/client.pem", d + "/client.key"), True)
 from services.broker import contract as bc
 from services.common.broker_client import BrokerClient, master_address
 from services.common.controller_client import ControllerClient
@@ -74,6 +78,9 @@ with ControllerClient(controllers.split(";"), timeout=2.0) as ctl, BrokerClient(
 #: Prints, as JSON, the group's view from the controllers, the event log, and every message the master holds.
 CHECKER = """
 import json, sys
+from services.common import tls
+d = sys.argv[3]
+tls.use_client(tls.client_context(d + "/ca.pem", d + "/client.pem", d + "/client.key"), True)
 from services.common.broker_client import BrokerClient
 from services.common.controller_client import ControllerClient
 controllers, what = sys.argv[1], sys.argv[2]
@@ -108,6 +115,11 @@ class Hosts:
         self.controllers = ";".join(f"{self.t.address(h)}:{PORT}" for h in CONTROLLERS)
         (root / "producer.py").write_text(PRODUCER)
         (root / "checker.py").write_text(CHECKER)
+        self.tls = root / "tls"
+        hosts = [arg for h in [*CONTROLLERS, *BROKERS] for arg in ("--host", self.t.address(h))]
+        subprocess.run([sys.executable, "-m", "mqctl", "tls", "init", str(self.tls), "--mutual", *hosts], check=True,
+                       capture_output=True)
+        self.tls_props = {"tls.config.file": str(self.tls / "tls.properties")}
 
     def spawn(self, host: str, module: str, conf: Path) -> None:
         log = open(conf.parent / "out.log", "ab")  # noqa: SIM115 (kept open for the process's life)
@@ -124,7 +136,7 @@ class Hosts:
             conf.write_text(format_properties({
                 "controllerDLegerGroup": "HostsGroup", "controllerDLegerPeers": peers,
                 "controllerDLegerSelfId": f"n{i}", "controllerStorePath": str(conf.parent / "store"),
-                "controllerRaftPasswordFile": str(password), **FAST_SCANS}))
+                "controllerRaftPasswordFile": str(password), **FAST_SCANS, **self.tls_props}))
             self.spawn(host, "services.controller", conf)
         for host in CONTROLLERS:
             wait_port(self.t, CLIENT, self.t.address(host), PORT, timeout=60)
@@ -136,12 +148,12 @@ class Hosts:
             conf.write_text(format_properties({
                 "brokerClusterName": "HostsCluster", "brokerName": GROUP, "brokerIP1": self.t.address(host),
                 "listenPort": BROKER_PORT, "storePathRootDir": str(conf.parent / "store"),
-                "controllerAddr": self.controllers, **BROKER_PROPS}))
+                "controllerAddr": self.controllers, **BROKER_PROPS, **self.tls_props}))
             self.spawn(host, "services.broker", conf)
 
     def check(self, what: str) -> Any:
         done = self.t.run_in(CLIENT, sys.executable, str(self.root / "checker.py"), self.controllers, what,
-                             check=False)
+                             str(self.tls), check=False)
         if done.returncode != 0:
             raise AssertionError(f"checker {what} failed: {done.stderr[-800:]}")
         return json.loads(done.stdout)
@@ -193,9 +205,17 @@ def commitlog(host_dir: Path) -> bytes:
 def test_partitions_across_hosts_lose_no_acknowledged_message(hosts: Hosts, tmp_path: Path) -> None:
     group = hosts.poll(lambda: (g := hosts.group())["masterAddress"] and len(g["inSyncReplicas"]) == 3 and g,
                        90, "a master with all three replicas in sync")
+    flags = ["--tls-ca", str(hosts.tls / "ca.pem"), "--tls-cert", str(hosts.tls / "client.pem"),
+             "--tls-key", str(hosts.tls / "client.key")]
+    shown = hosts.t.run_in(CLIENT, sys.executable, "-m", "mqctl", *flags, "getSyncStateSet", "-a", hosts.controllers,
+                           "-b", GROUP, "--format", "json")  # the operator's view, from another host, in TLS
+    assert json.loads(shown.stdout)["brokers"][0]["masterAddress"] == group["masterAddress"]
+    refused = hosts.t.run_in(CLIENT, sys.executable, "-m", "mqctl", "getSyncStateSet", "-a", hosts.controllers,
+                             "-b", GROUP, check=False)
+    assert refused.returncode == 3 and "--tls-ca" in refused.stderr
     acked_file, stop = tmp_path / "acked.txt", tmp_path / "stop"
     producer = hosts.t.popen(CLIENT, [sys.executable, str(tmp_path / "producer.py"), hosts.controllers,
-                                      str(acked_file), str(stop)], cwd=Path.cwd())
+                                      str(acked_file), str(stop), str(hosts.tls)], cwd=Path.cwd())
 
     def acked() -> list[str]:
         return acked_file.read_text().split() if acked_file.exists() else []

@@ -101,9 +101,11 @@ class HAService:
 
     # ------------------------------------------------------------------ lifecycle
     async def start_server(self) -> None:
+        tls = self.config.server_tls()
         self._server = await asyncio.start_server(self._accept, self.config.listen_host(),
-                                                  self.config.ha_port)
-        log.info("replication (HA) listening on %s:%d", self.config.listen_host(), self.config.ha_port)
+                                                  self.config.ha_port, ssl=tls, ssl_handshake_timeout=10.0 if tls else None)
+        log.info("replication (HA) listening on %s:%d%s", self.config.listen_host(), self.config.ha_port,
+                 " (TLS)" if tls else "")
 
     async def stop(self) -> None:
         await self.become_inactive()

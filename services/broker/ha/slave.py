@@ -19,12 +19,15 @@ import httpx
 
 from services.broker.commitlog import CommitLogError
 from services.broker.config import BrokerConfig
+from services.broker.contract import RUNTIME_INFO
 from services.broker.ha.auth import BrokerKey
 from services.broker.ha.flow import FlowMonitor
 from services.broker.ha.frames import ProtocolError, Transfer
 from services.broker.ha.protocol import Unreconcilable
 from services.broker.ha.session import KeysNeeded, Reconcile, SlaveSession
 from services.broker.store import MessageStore
+from services.common import tls
+from services.common.addresses import http_url
 from services.common.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -121,8 +124,8 @@ class HAClient:
     async def _master_ha_address(self) -> str:
         """The master's replication address, from its runtime info (the controller names its client
         address only). A malformed answer is a protocol error: retried like a broken connection."""
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            response = await client.get(f"http://{self.master_address}/v1/broker/runtimeInfo")
+        async with httpx.AsyncClient(timeout=2.0, verify=tls.httpx_verify()) as client:
+            response = await client.get(http_url(self.master_address, RUNTIME_INFO, "master"))
         try:
             address = response.json()["data"]["haAddress"]
         except (ValueError, KeyError, TypeError) as exc:
@@ -136,7 +139,8 @@ class HAClient:
         if self._stopped:
             return
         host, _, port = self.master_ha_address.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3.0)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            host.strip("[]"), int(port), ssl=tls.client_tls(), server_hostname=tls.server_hostname(host)), 3.0)
         self._writer = writer
         self.state = "HANDSHAKE"
         m = self.master
