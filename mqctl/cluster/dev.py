@@ -44,10 +44,11 @@ class NodeSpec:
     port: int
     raft_or_ha_port: int
     group: str = ""
+    host: str = "127.0.0.1"  # the address it binds and advertises
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
 
 class DevCluster:
@@ -94,7 +95,7 @@ class DevCluster:
     def _write_configs(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         controllers = self.controllers()
-        peers = ";".join(f"{n.name}-127.0.0.1:{n.port}" for n in controllers)
+        peers = ";".join(f"{n.name}-{n.host}:{n.port}" for n in controllers)
         password = raft_password_props(self.data_dir, {})
         for node in controllers:
             props: dict[str, Any] = {"controllerDLegerGroup": "LocalControllerGroup", "controllerDLegerPeers": peers,
@@ -104,7 +105,7 @@ class DevCluster:
             self._write(self.conf_file(node), props)
         addrs = ";".join(n.address for n in controllers)
         for node in self.brokers():
-            props = {"brokerClusterName": "DefaultCluster", "brokerName": node.group, "brokerIP1": "127.0.0.1",
+            props = {"brokerClusterName": "DefaultCluster", "brokerName": node.group, "brokerIP1": node.host,
                      "listenPort": node.port, "haListenPort": node.raft_or_ha_port,
                      "storePathRootDir": str(self.node_dir(node) / "store"), "controllerAddr": addrs, **DEMO_BROKER}
             self._write(self.conf_file(node), props)
@@ -156,14 +157,18 @@ class DevCluster:
         if self.pid(node) is not None:
             return
         for port in (node.port, node.raft_or_ha_port):
-            if not port_free(port):
+            if not self.launcher(node) and not port_free(port):
                 raise ConfigError(f"cannot start {node.name}: port {port} on 127.0.0.1 is in use by another process")
         module = "services.controller" if node.kind == "controller" else "services.broker"
         with open(self.out_file(node), "ab") as out:
-            process = subprocess.Popen([sys.executable, "-m", module, "-c", str(self.conf_file(node))],
+            process = subprocess.Popen([*self.launcher(node), sys.executable, "-m", module, "-c", str(self.conf_file(node))],
                                        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         (self.node_dir(node) / "pid").write_text(str(process.pid))
+
+    def launcher(self, node: NodeSpec) -> list[str]:
+        """What runs a node's process (a subclass may run it elsewhere, e.g. in a network namespace)."""
+        return []
 
     def stop_node(self, node: NodeSpec, grace: float = 10.0) -> bool:
         """SIGTERM, then SIGKILL after ``grace`` seconds; True if it had to be killed."""

@@ -38,7 +38,9 @@ from services.controller import contract
 from services.remoting.bodies import SyncStateSet
 from services.remoting.command import RequestCode, make_request
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
+from tests.chaos.hosts import NETWORK_FAULT_KINDS, HostsCluster
 from tests.chaos.netproxy import Proxy, ProxySet
+from tests.netns.topology import IptablesUnavailable, NetemUnavailable, Topology
 
 log = logging.getLogger("chaos")
 
@@ -50,6 +52,8 @@ FAULT_KINDS = ("kill_master", "kill_slave", "kill_controller_leader", "kill_cont
                "pause_master", "crash_master_unflushed", "admin_elect", "cut_master_from_controllers",
                "delay_master_to_controllers", "oneway_master_to_controllers", "impostor_slave",
                "forged_role_change")
+#: In hosts mode (tests/chaos/hosts.py): the kernel makes the network faults, on every kind of link.
+HOST_FAULT_KINDS = (*FAULT_KINDS, *NETWORK_FAULT_KINDS)
 
 
 @dataclass
@@ -177,9 +181,19 @@ class ChaosRun:
 
     proxies: ProxySet | None = None
     broker_links: dict[str, list[Proxy]] = field(default_factory=dict)
+    #: Hosts mode: every node on its own host of this topology (tests/chaos/hosts.py).
+    topology: Topology | None = None
 
     def start(self) -> None:
-        """Every broker reaches the controllers through its own proxies, so its link can be cut."""
+        """Every broker reaches the controllers through its own proxies, so its link can be cut; in hosts
+        mode the links are cut between the hosts instead."""
+        if self.topology is not None:
+            self.cluster = HostsCluster.on(self.data_dir, self.topology, GROUP)
+            for node in self.cluster.brokers():
+                conf = self.cluster.conf_file(node)
+                conf.write_text(conf.read_text() + f"\ncontrollerProtocol={self.controller_protocol}\n")
+            self.cluster.up(timeout=120)
+            return
         self.cluster = DevCluster.create(self.data_dir, 3, 1, 3, free_base_port())
         self.proxies = ProxySet()
         for node in self.cluster.brokers():
@@ -339,6 +353,8 @@ class ChaosRun:
     def _link_fault(self, kind: str, mode: str, rng: random.Random, delay_s: float = 0.0) -> str:
         """Impair the master's links to every controller for longer than its heartbeat timeout; the
         group must fail over and the isolated master must not acknowledge anything it cannot keep."""
+        if self.topology is not None:
+            return self._host_link_fault(kind, mode, rng, delay_s)
         assert self.proxies is not None
         master = self._master()
         self._record_fault(kind, master.name)
@@ -357,6 +373,93 @@ class ChaosRun:
 
     def _fault_oneway_master_to_controllers(self, rng: random.Random) -> str:
         return self._link_fault("oneway_master_to_controllers", "oneway", rng)
+
+    # ------------------------------------------------------------------ hosts mode: the kernel's faults
+    def _net(self) -> tuple[Topology, HostsCluster]:
+        if self.topology is None or not isinstance(self.cluster, HostsCluster):
+            raise MqctlError("a network fault between hosts needs hosts mode (--hosts)")
+        return self.topology, self.cluster
+
+    def _host_link_fault(self, kind: str, mode: str, rng: random.Random, delay_s: float) -> str:
+        t, cluster = self._net()
+        master = self._master()
+        at = cluster.host(master)
+        if mode == "delay":
+            try:
+                t.impair(at, delay_ms=int(delay_s * 1000), jitter_ms=int(delay_s * 250))
+            except NetemUnavailable as exc:
+                raise MqctlError(str(exc)) from None
+        self._record_fault(kind, master.name)
+        for controller in cluster.controllers():
+            if mode == "cut":
+                t.partition(at, cluster.host(controller))
+            elif mode == "oneway":
+                t.cut(at, cluster.host(controller))
+        time.sleep(rng.uniform(4.0, 6.0))
+        return master.name
+
+    def _fault_partition_controller_leader(self, rng: random.Random) -> str:
+        """The Raft leader loses the other controllers: they elect another; the brokers must follow it."""
+        t, cluster = self._net()
+        leader = self._controller(leader=True)
+        self._record_fault("partition_controller_leader", leader.name)
+        for other in cluster.controllers():
+            if other.name != leader.name:
+                t.partition(cluster.host(leader), cluster.host(other))
+        time.sleep(rng.uniform(4.0, 6.0))
+        return leader.name
+
+    def _slaves(self, master: NodeSpec) -> list[NodeSpec]:
+        assert self.cluster is not None
+        return [n for n in self.cluster.brokers(GROUP) if n.name != master.name and self.cluster.pid(n)]
+
+    def _fault_partition_master_from_slaves(self, rng: random.Random) -> str:
+        """The replication links go (both ways): writes wait for the acks the quorum needs, then the set
+        shrinks; nothing is acknowledged that the final master lacks."""
+        t, cluster = self._net()
+        master = self._master()
+        self._record_fault("partition_master_from_slaves", master.name)
+        for slave in self._slaves(master):
+            t.partition(cluster.host(master), cluster.host(slave))
+        time.sleep(rng.uniform(4.0, 7.0))
+        return master.name
+
+    def _fault_oneway_slave_to_master(self, rng: random.Random) -> str:
+        """A slave still receives the log but its acks never arrive."""
+        t, cluster = self._net()
+        master = self._master()
+        slaves = self._slaves(master)
+        if not slaves:
+            raise MqctlError("no live slave")
+        slave = rng.choice(slaves)
+        self._record_fault("oneway_slave_to_master", slave.name)
+        t.cut(cluster.host(slave), cluster.host(master))
+        time.sleep(rng.uniform(4.0, 7.0))
+        return slave.name
+
+    def _lossy(self, kind: str, pairs: list[tuple[str, str]], rng: random.Random) -> str:
+        t, _ = self._net()
+        pct = rng.uniform(10.0, 40.0)
+        try:
+            for src, dst in pairs:
+                t.lose(src, dst, pct)
+        except IptablesUnavailable as exc:
+            t.heal()
+            raise MqctlError(str(exc)) from None
+        self._record_fault(kind, f"{pct:.0f}% loss on {len(pairs)} links")
+        time.sleep(rng.uniform(5.0, 8.0))
+        return kind
+
+    def _fault_lossy_replication(self, rng: random.Random) -> str:
+        _, cluster = self._net()
+        master = self._master()
+        links = [(cluster.host(a), cluster.host(b)) for s in self._slaves(master) for a, b in ((master, s), (s, master))]
+        return self._lossy("lossy_replication", links, rng)
+
+    def _fault_lossy_controllers(self, rng: random.Random) -> str:
+        _, cluster = self._net()
+        links = [(cluster.host(b), cluster.host(c)) for b in cluster.brokers() for c in cluster.controllers()]
+        return self._lossy("lossy_controllers", links + [(c, b) for b, c in links], rng)
 
     def _broker_id(self, node: NodeSpec) -> int:
         with BrokerClient(2.0) as client:
@@ -382,7 +485,7 @@ class ChaosRun:
         try:
             until = time.monotonic() + rng.uniform(4.0, 7.0)
             while time.monotonic() < until:
-                impersonate(master.raft_or_ha_port, victim_id)
+                impersonate(master.host, master.raft_or_ha_port, victim_id)
             if rng.random() < 0.5:
                 self.cluster.kill_node(master)
         finally:
@@ -414,8 +517,10 @@ class ChaosRun:
 
     # ------------------------------------------------------------------ healing and the final state
     def heal(self, timeout: float = 90.0) -> None:
-        """Restart whatever is down and wait until the group is healthy again."""
+        """Restart whatever is down, mend the network, and wait until the group is healthy again."""
         assert self.cluster is not None
+        if self.topology is not None:
+            self.topology.heal()
         for node in self.cluster.nodes:
             if self.cluster.pid(node) is None:
                 self.cluster.start_node(node)
@@ -461,11 +566,11 @@ def forge_role_change(address: str, fake_master: int, epoch: int) -> None:
     asyncio.run(send())
 
 
-def impersonate(ha_port: int, slave_id: int) -> None:
+def impersonate(host: str, ha_port: int, slave_id: int) -> None:
     """One connection to the master's HA port as broker ``slave_id``: handshake, hello, a forged proof and
     an ack "for everything". The master must close it without counting the ack."""
     try:
-        with socket.create_connection(("127.0.0.1", ha_port), timeout=1.0) as sock:
+        with socket.create_connection((host, ha_port), timeout=1.0) as sock:
             sock.sendall(SlaveHandshake(slave_id).encode() + SlaveHello(os.urandom(32)).encode())
             reader, deadline = MasterFrameReader(), time.monotonic() + 1.0
             while time.monotonic() < deadline and not reader.feed(sock.recv(4096)):

@@ -4,6 +4,7 @@ Skipped, with the reason, where network namespaces cannot be created (they can o
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from tests.netns.topology import (
     PREFIX,
+    IptablesUnavailable,
     NetemUnavailable,
     Topology,
     namespaces,
@@ -82,6 +84,25 @@ def test_netem(topology: Topology) -> None:
     assert "netem" in qdisc and "delay 30ms" in qdisc and "loss 1%" in qdisc
     t.heal()
     assert "netem" not in t.run_in("a", "tc", "qdisc", "show", "dev", "eth0").stdout
+
+
+def test_random_loss_with_iptables(topology: Topology) -> None:
+    t = topology
+    server = t.popen("a", [sys.executable, "-c", SERVER, t.address("a")], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    wait_port(t, "b", t.address("a"), 7000)
+    try:
+        t.lose("b", "a", 100.0)  # every packet b sends to a: b cannot connect, c still can
+    except IptablesUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(str(exc))
+    rules = t.run_in("b", "iptables", "-S", "OUTPUT").stdout
+    assert f"-d {t.address('a')}/32" in rules and "statistic" in rules
+    assert not reach(t, "b", "a") and reach(t, "c", "a")
+    t.heal()
+    assert reach(t, "b", "a") and "statistic" not in t.run_in("b", "iptables", "-S", "OUTPUT").stdout
+    assert server.poll() is None
 
 
 def test_down_kills_processes_and_removes_every_namespace() -> None:

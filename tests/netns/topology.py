@@ -8,7 +8,9 @@ removes, all named ``mqns-<run>-…``. Faults are made with iproute2 alone, insi
 - ``partition(a, b)`` / ``cut(a, b)`` (one way): blackhole routes, so packets to the other host are dropped
   at the sender (a connection attempt fails at once, an established connection stalls);
 - ``impair(host, delay_ms, jitter_ms, loss_pct)``: a netem qdisc on the host's ``eth0`` (every packet it
-  sends);
+  sends), where the kernel has netem;
+- ``lose(src, dst, pct)``: random loss of what ``src`` sends to ``dst`` (one way), with iptables'
+  ``statistic`` match, which kernels without netem have;
 - ``heal()``: every route and qdisc back as it was.
 
 ``down()`` kills every process still running in the hosts and deletes the namespaces; ``python -m
@@ -36,6 +38,10 @@ class NetnsUnavailable(Exception):
 
 class NetemUnavailable(Exception):
     """The kernel has no netem qdisc (sch_netem): delay, jitter and loss cannot be made with tc here."""
+
+
+class IptablesUnavailable(Exception):
+    """No iptables command (Debian's iptables package), or the kernel refuses its rule."""
 
 
 def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -101,6 +107,7 @@ class Topology:
     net: int = field(default_factory=lambda: 64 + secrets.randbelow(128))
     _impaired: set[str] = field(default_factory=set)
     _routes: set[tuple[str, str]] = field(default_factory=set)
+    _filtered: set[str] = field(default_factory=set)
 
     @property
     def switch(self) -> str:
@@ -181,13 +188,26 @@ class Topology:
             raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
         self._impaired.add(host)
 
+    def lose(self, src: str, dst: str, pct: float) -> None:
+        """Drop ``pct`` % of the packets ``src`` sends to ``dst``, at random (one way)."""
+        if shutil.which("iptables") is None:
+            raise IptablesUnavailable("iptables is not installed (apt-get install iptables)")
+        done = in_ns(self.ns(src), "iptables", "-A", "OUTPUT", "-d", f"{self.address(dst)}/32", "-m", "statistic",
+                     "--mode", "random", "--probability", f"{pct / 100:.4f}", "-j", "DROP", check=False)
+        if done.returncode != 0:
+            raise IptablesUnavailable(f"iptables refused a loss rule: {done.stderr.strip()}")
+        self._filtered.add(src)
+
     def heal(self) -> None:
         for src, dst in sorted(self._routes):
             ip("route", "del", "blackhole", f"{self.address(dst)}/32", ns=self.ns(src), check=False)
         for host in sorted(self._impaired):
             in_ns(self.ns(host), "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+        for host in sorted(self._filtered):
+            in_ns(self.ns(host), "iptables", "-F", "OUTPUT", check=False)
         self._routes.clear()
         self._impaired.clear()
+        self._filtered.clear()
 
 
 def wait_port(topology: Topology, host: str, address: str, port: int, timeout: float = 30.0) -> None:
