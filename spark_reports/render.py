@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import html
 import json
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,12 @@ PARQUET_NAME = "groups.parquet"
 HTML_NAME = "report.html"
 PNG_NAME = "timeline.png"
 
+
+
+def anchor(cluster: str, broker: str) -> str:
+    """The id of a group's timeline in report.html, which the controllers' console links to (the console
+    computes it the same way: services/controller/console.py)."""
+    return "g-" + re.sub(r"[^A-Za-z0-9_.-]", "_", f"{cluster}/{broker}")
 
 
 def build_timelines(order: Iterable[tuple[str, str]], masters: list[dict[str, Any]], spans: list[dict[str, Any]],
@@ -133,7 +140,7 @@ def _timelines_html(timelines: list[GroupTimeline], total_groups: int) -> str:
         parts.append(f'<p class="note">The {len(timelines)} groups with the most failovers of {total_groups}.</p>')
     for t in timelines:
         note = ' <span class="note">(latest changes only)</span>' if t.truncated else ""
-        parts.append(f"<h3>{html.escape(t.title)}{note}</h3>{svg(t)}")
+        parts.append(f'<h3 id="{anchor(t.cluster, t.broker)}">{html.escape(t.title)}{note}</h3>{svg(t)}')
     return "".join(parts)
 
 

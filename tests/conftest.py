@@ -14,7 +14,7 @@ os.environ.setdefault("MQCTL_SPARK_CDS", "0")
 
 #: What a test folder's tests start, as a marker (tests/unit and tests/property start nothing).
 FOLDER_MARKERS = {"integration": "integration", "chaos": "integration", "netns": "integration",
-                  "fuzz": "integration", "bench": "integration", "spark": "spark"}
+                  "fuzz": "integration", "bench": "integration", "spark": "spark", "browser": "browser"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,6 +29,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = FOLDER_MARKERS.get(folder)
         if marker is not None:
             item.add_marker(marker)
-        elif folder in ("unit", "property") and any(next(item.iter_markers(name=m), None) for m in ("integration", "spark")):
+        elif folder in ("unit", "property") and any(next(item.iter_markers(name=m), None) for m in ("integration", "spark", "browser")):
             raise pytest.UsageError(f"{item.nodeid} is marked as starting processes or a JVM but lives in "
                                     f"tests/{folder}, whose tests start nothing: move it")

@@ -69,6 +69,7 @@ def up(app: App, controllers: int, groups: int, replicas: int, base_port: int, d
     app.print(Text(f"\nCluster is up. Controllers: {dev.controller_addresses}", style="green"))
     app.print(f"Try: MQCTL_CONTROLLER_ADDR='{dev.controller_addresses}' mqctl getSyncStateSet -b "
               f"{dev.groups()[0]}")
+    app.print(f"Console: http://{dev.controllers()[0].address}/console")
 
 
 @cluster.command("status")

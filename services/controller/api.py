@@ -17,6 +17,7 @@ from services.common.httpserver import new_app
 from services.common.metrics import mount_metrics
 from services.controller import contract as c
 from services.controller.config import config_from_properties
+from services.controller.console import install_console
 from services.controller.contract import (
     MAX_LIST,
     AlterSyncStateSetRequest,
@@ -57,6 +58,7 @@ def create_app(manager: ControllerManager) -> FastAPI:
     app.include_router(router)
     mount_metrics(app, controller_registry(manager))
     app.add_api_route("/healthz", healthz, methods=["GET"])
+    install_console(app, manager)
     return app
 
 

@@ -74,6 +74,8 @@ class ControllerConfig(TlsProperties):
     httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
     httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
     httpBodyTimeoutMillis: int = DEFAULT_BODY_TIMEOUT_MS
+    #: Where ``mqctl report --output`` writes: the console links each group to its timeline there.
+    consoleReportDir: str = ""
     #: Refuse to start on a property name neither mqctl nor RocketMQ knows (default: warn and start,
     #: as RocketMQ ignores what it does not use).
     strictConfig: bool = False

@@ -9,13 +9,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mqctl.cluster import BrokerNode, ControllerCluster
+from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.controller_client import ControllerClient, Envelope
 from services.common.errors import MqctlError
 from services.controller import contract
@@ -163,3 +164,32 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) 
 def call(client: ControllerClient, method: str, path: str, **kwargs: Any) -> Envelope:
     """Like client.call but returns refusals instead of raising (to assert codes)."""
     return client.call(method, path, accept=tuple(range(1, 3000)), **kwargs)
+
+
+#: Brokers that notice a dead controller or master within a few seconds (tests poll for failovers).
+FAST_BROKER_PROPS = {"brokerHeartbeatInterval": 300, "controllerHeartBeatTimeoutMills": 2000,
+                     "syncBrokerMetadataPeriod": 500, "flushIntervalCommitLog": 100}
+
+
+@contextmanager
+def group_cluster(root: Path, group: str, replicas: int, props: dict[str, Any] | None = None,
+                  **broker_props: Any) -> Iterator[tuple[ControllerCluster, list[BrokerNode]]]:
+    """Three controllers (role notifications on) and ``replicas`` brokers of ``group``, all given ``props``;
+    stopped at the end whatever happened."""
+    extra = dict(props or {})
+    controllers = ControllerCluster(root / "cluster", extra={**FAST_SCANS, "notifyBrokerRoleChanged": "true", **extra})
+    controllers.configure()
+    brokers: list[BrokerNode] = []
+    try:
+        controllers.start()
+        controllers.leader(timeout=60)
+        used: set[int] = set()
+        brokers += [make_broker(root, group, i, controllers.addresses, used, **FAST_BROKER_PROPS, **extra,
+                                **broker_props) for i in range(replicas)]
+        for broker in brokers:
+            broker.start()
+        yield controllers, brokers
+    finally:
+        for broker in brokers:
+            broker.stop()
+        controllers.stop()

@@ -13,12 +13,11 @@ from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as RC
 from services.controller import contract
-from tests.integration.conftest import poll, run_cli
+from tests.integration.conftest import FAST_BROKER_PROPS, poll, run_cli
 
 pytestmark = pytest.mark.integration
 
-FAST_BROKER = {"brokerHeartbeatInterval": 300, "controllerHeartBeatTimeoutMills": 2000,
-               "syncBrokerMetadataPeriod": 500, "flushIntervalCommitLog": 100}
+FAST_BROKER = FAST_BROKER_PROPS
 
 
 @pytest.fixture

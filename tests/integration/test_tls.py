@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
+from mqctl.cluster import BrokerNode, ControllerCluster
 from services.broker import contract as bc
 from services.common import tls
 from services.common.broker_client import BrokerClient
-from tests.integration.conftest import FAST_SCANS, poll, run_cli
-from tests.integration.test_broker import FAST_BROKER
+from tests.integration.conftest import group_cluster, poll, run_cli
+from tests.integration.test_broker import wait_role
 
 pytestmark = pytest.mark.integration
 GROUP = "broker-tls"
@@ -49,23 +49,10 @@ def world(tmp_path: Path) -> Iterator[World]:
     assert run_cli("tls", "init", str(ca), "--mutual").returncode == 0
     props = {"tls.config.file": str(ca / "tls.properties")}
     tls.use_client(tls.client_context(str(ca / "ca.pem"), str(ca / "client.pem"), str(ca / "client.key")), True)
-    controllers = ControllerCluster(tmp_path / "cluster", extra={**FAST_SCANS, "notifyBrokerRoleChanged": "true",
-                                                                **props})
-    controllers.configure()
-    brokers: list[BrokerNode] = []
     try:
-        controllers.start()
-        controllers.leader(timeout=60)
-        used: set[int] = set()
-        brokers += [make_broker(tmp_path, GROUP, i, controllers.addresses, used, **FAST_BROKER, **props,
-                                allAckInSyncStateSet="true") for i in range(2)]
-        for broker in brokers:
-            broker.start()
-        yield World(ca, controllers, brokers)
+        with group_cluster(tmp_path, GROUP, 2, props, allAckInSyncStateSet="true") as (controllers, brokers):
+            yield World(ca, controllers, brokers)
     finally:
-        for broker in brokers:
-            broker.stop()
-        controllers.stop()
         tls.use_client(None)
 
 
@@ -131,6 +118,7 @@ def test_every_link_in_tls_and_nothing_in_plain_text(world: World) -> None:
     old.kill()
     group = poll(lambda: (g := world.group())["masterAddress"] not in (None, master) and g, 60,
                  "the slave to take over")
+    wait_role(next(b for b in world.brokers if b.address == group["masterAddress"]), "MASTER")
     send(group["masterAddress"], 5, first=20)
     with BrokerClient(5.0) as client:
         bodies = []

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mqctl.cluster.processes import free_port_pair
@@ -80,6 +81,8 @@ def test_the_base_install_runs_a_controller_and_the_admin_commands(installed: Pa
                 break
             assert time.monotonic() < deadline, done.stderr
             time.sleep(0.3)
+        for path in ("/console", "/console/static/console.js", "/console/static/console.css"):  # in the wheel
+            assert httpx.get(f"http://{address}{path}").status_code == 200, path
         config = run(str(installed), "getControllerConfig", "-a", address, "--format", "json").stdout
         assert "controllerStorePath" in config
         missing = subprocess.run([str(installed), "getSyncStateSet", "-a", address, "-b", "nope"],
