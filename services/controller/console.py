@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,6 +37,7 @@ from services.controller import contract as c
 from services.controller.contract import CleanBrokerDataRequest, ElectMasterBody
 from services.controller.controller import ControllerManager
 
+log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("console_static")
 PAGE, STREAM, REPORT = "/console", "/console/stream", "/console/report"
 ELECT, CLEAN = "/console/api/electMaster", "/console/api/cleanBrokerData"
@@ -88,7 +90,12 @@ class ConsoleFeed:
     async def _run(self) -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(1.0), verify=tls.httpx_verify()) as http:
             while self._listeners > 0:
-                snapshot = await self.build(http)
+                try:
+                    snapshot = await self.build(http)
+                except Exception:  # never let one bad answer stop every page's updates
+                    log.exception("console: building the view failed; retrying")
+                    await asyncio.sleep(self.interval_s)
+                    continue
                 if {k: v for k, v in snapshot.items() if k != "at"} != \
                         {k: v for k, v in self.snapshot.items() if k != "at"}:
                     async with self._changed:

@@ -88,6 +88,7 @@ def test_the_base_install_runs_a_controller_and_the_admin_commands(installed: Pa
         missing = subprocess.run([str(installed), "getSyncStateSet", "-a", address, "-b", "nope"],
                                  capture_output=True, text=True, check=False)
         assert missing.returncode == 2 and "broker-set nope is not known to the controller" in missing.stderr
+        every_admin_command(installed, address, tmp_path)
         report = subprocess.run([str(installed), "report", "-a", address, "--output", str(tmp_path / "out")],
                                 capture_output=True, text=True, check=False)
         assert report.returncode == 2
@@ -96,3 +97,56 @@ def test_the_base_install_runs_a_controller_and_the_admin_commands(installed: Pa
     finally:
         controller.terminate()
         controller.wait(timeout=30)
+
+
+def every_admin_command(installed: Path, controller: str, tmp_path: Path) -> None:
+    """A broker started from the wheel, then every admin command against it and the controller."""
+    mqctl = str(installed)
+    port = free_port_pair()
+    store = tmp_path / "broker-store"
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerClusterName = WheelCluster\nbrokerName = broker-w\nlistenPort = {port}\n"
+                    f"storePathRootDir = {store}\ncontrollerAddr = {controller}\n")
+    broker = subprocess.Popen([mqctl, "startBroker", "-c", str(conf)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            done = subprocess.run([mqctl, "getSyncStateSet", "-a", controller, "-b", "broker-w", "--format", "json"],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode == 0 and json.loads(done.stdout)["brokers"][0]["masterAddress"] == address:
+                break
+            assert time.monotonic() < deadline, done.stderr
+            time.sleep(0.3)
+        commands = [
+            ["getBrokerEpoch", "-a", controller, "-b", "broker-w"],
+            ["haStatus", "-a", controller, "-b", "broker-w"],
+            ["updateTopic", "-a", controller, "-t", "WheelTopic", "-b", address],
+            ["sendMessage", "-a", controller, "-t", "WheelTopic", "-b", "broker-w", "-p", "hello", "--count", "3"],
+            ["consumeMessage", "-a", controller, "-t", "WheelTopic", "-b", "broker-w", "-g", "wheel-group"],
+            ["updateControllerConfig", "-a", controller, "-k", "enableElectUncleanMaster", "-v", "false"],
+            ["resetMasterFlushOffset", "-b", address, "-o", "0"],
+            ["getControllerMetaData", "-a", controller],
+            ["tls", "init", str(tmp_path / "tls")],
+            ["help", "electMaster"],
+            ["completion", "bash"],
+        ]
+        for argv in commands:
+            done = subprocess.run([mqctl, *argv], capture_output=True, text=True, check=False)
+            assert done.returncode == 0, (argv, done.stderr)
+        consumed = run(mqctl, "consumeMessage", "-a", controller, "-t", "WheelTopic", "-b", "broker-w",
+                       "--format", "json").stdout
+        assert consumed.count("hello") == 3
+        elect = subprocess.run([mqctl, "electMaster", "-a", controller, "-c", "WheelCluster", "-bn", "broker-w", "-b",
+                                "1"], capture_output=True, text=True, check=False)
+        assert elect.returncode == 4 and "CONTROLLER_MASTER_STILL_EXIST" in elect.stderr  # it is the master already
+        refused = subprocess.run([mqctl, "cleanBrokerMetadata", "-a", controller, "-c", "WheelCluster", "-bn",
+                                  "broker-w", "-b", "1"], capture_output=True, text=True, check=False)
+        assert refused.returncode == 4 and "alive" in refused.stderr.lower()  # a living broker is kept
+    finally:
+        broker.terminate()
+        broker.wait(timeout=30)
+    done = subprocess.run([mqctl, "checkStore", "--store-dir", str(store)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
