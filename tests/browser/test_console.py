@@ -113,9 +113,11 @@ def test_the_console_follows_a_failover_live(browser: Any, cluster: tuple[Contro
     target = next(r["brokerId"] for r in new["inSyncReplicas"]
                   if r["brokerId"] != new["masterBrokerId"] and r["alive"])
     button = page.locator(f'section.group[data-group="{GROUP}"] tr[data-broker-id="{target}"] button')
-    button.click()
+    button.focus()  # from the keyboard: Enter on the button opens the confirmation, on Confirm sends it
+    page.keyboard.press("Enter")
     assert page.locator("#confirm").is_visible()
-    page.locator("#confirm-go").click()
+    page.locator("#confirm-go").focus()
+    page.keyboard.press("Enter")
     page.wait_for_function("() => document.querySelector('#confirm-answer').textContent.includes('code')",
                            timeout=10_000)
     assert "SUCCESS (code 0)" in page.locator("#confirm-answer").inner_text()

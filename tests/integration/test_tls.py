@@ -7,8 +7,10 @@ every plain-text or unauthenticated attempt is turned away with an error that sa
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import ssl
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from mqctl.cluster import BrokerNode, ControllerCluster
 from services.broker import contract as bc
 from services.common import tls
 from services.common.broker_client import BrokerClient
+from services.controller import contract as c
 from tests.integration.conftest import group_cluster, poll, run_cli
 from tests.integration.test_broker import wait_role
 
@@ -102,6 +105,16 @@ def test_every_link_in_tls_and_nothing_in_plain_text(world: World) -> None:
     assert done.returncode == 3 and "certificate was not accepted" in done.stderr, done.stderr
     for address in (world.controllers.nodes[0].address, master):
         plain_text_is_refused(address)
+    if shutil.which("curl"):  # a TLS client nobody here wrote (curl and its TLS library) checks our servers
+        ca = world.ca
+        done = subprocess.run(["curl", "-sS", "--cacert", str(ca / "ca.pem"), "--cert", str(ca / "client.pem"),
+                               "--key", str(ca / "client.key"),
+                               f"https://{world.controllers.nodes[0].address}{c.METADATA}"],
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 0 and json.loads(done.stdout)["code"] == 0, done.stderr
+        done = subprocess.run(["curl", "-sS", "--cacert", str(ca / "ca.pem"), f"https://{master}{bc.RUNTIME_INFO}"],
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode != 0  # no client certificate: the handshake is refused
     ha = next(b for b in world.brokers if b.address == master).ha_port
     context = tls.client_context(str(world.ca / "ca.pem"))  # the HA port wants a client certificate too
     try:
