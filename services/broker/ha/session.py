@@ -378,6 +378,10 @@ class SlaveSession:
         self.state = State.TRANSFER
         return self._ack(self.log.max_offset)
 
+    def starts_over(self, frames: tuple[Transfer, ...]) -> bool:
+        """Whether ``apply(frames)`` will discard this log first (its first frame lies past this log's end)."""
+        return bool(self._first_frame and frames and frames[0].offset > self.log.max_offset > self.log.min_offset)
+
     def apply(self, frames: tuple[Transfer, ...]) -> int:
         """Check each frame and every record in it, record new epochs, append the bytes; returns the
         confirmOffset to set once the frames are acknowledged (min of the master's and this log's end).
@@ -385,7 +389,7 @@ class SlaveSession:
         its frame's epoch is recorded or any byte written."""
         confirm = -1
         for frame in frames:
-            if self._first_frame and frame.offset > self.log.max_offset > self.log.min_offset:
+            if self.starts_over((frame,)):
                 # The master's oldest data is past this log's end (protocol.transfer_start): start over there.
                 self.log.start_over(frame.offset)
             self._first_frame = False

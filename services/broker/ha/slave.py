@@ -178,7 +178,13 @@ class HAClient:
         return first_ack
 
     async def _apply(self, session: SlaveSession, frames: tuple[Transfer, ...]) -> None:
-        confirm = session.apply(frames)
+        if session.starts_over(frames):
+            # Discarding the log deletes files the flush service fsyncs: hold its lock, and stay on the loop
+            # so that no read is served from the queues while they go (once in a replica's life).
+            with self.io_lock:
+                confirm = session.apply(frames)
+        else:
+            confirm = session.apply(frames)
         if self.config.sync_flush:
             await self.wait_flushed(self.store.max_offset, self.config.syncFlushTimeout)
         ack = session.ack(self._ackable())

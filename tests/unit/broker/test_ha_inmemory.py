@@ -468,7 +468,9 @@ class TestSlaveBehindRetention:
         Connection(master, slave).run()
         gap = Transfer(slave.store.max_offset + SEG, 1, 0, 0, b"")
         session = SlaveSession(slave.store, GROUP, 2, 1, 1, slave.key)
+        assert session.starts_over((gap,))  # as a first frame it would discard the log (the caller locks)
         session._first_frame = False
+        assert not session.starts_over((gap,))
         with pytest.raises(ProtocolError, match="discontinuity"):
             session.apply((gap,))
         assert slave.store.min_offset == 0  # nothing discarded
