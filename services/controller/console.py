@@ -20,19 +20,21 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from services.broker import contract as bc
 from services.common import tls
-from services.common.addresses import http_url
+from services.common.answers import checked
 from services.common.codes import ResponseCode
 from services.common.controller_client import AsyncControllerClient
 from services.common.envelope import respond
 from services.common.errors import MqctlError
+from services.common.wire import exchange_async
 from services.controller import contract as c
 from services.controller.contract import CleanBrokerDataRequest, ElectMasterBody
 from services.controller.controller import ControllerManager
@@ -112,9 +114,8 @@ class ConsoleFeed:
             data = m.raft.read(lambda s: s.get_sync_state_data(list(s.broker_sets), m.alive).data)
             groups = list((data or {}).get("brokers") or [])
         peers = [p for p in m.config.peers() if p.id != me.id]
-        answers = await asyncio.gather(*(self._get(http, p.address, c.METADATA) for p in peers),
-                                       *(self._get(http, g["masterAddress"], bc.HA_STATUS) for g in groups))
-        remote, ha = answers[:len(peers)], answers[len(peers):]
+        remote = await asyncio.gather(*(self._get(http, p.address, c.METADATA, PeerStatus) for p in peers))
+        ha = await asyncio.gather(*(self._get(http, g["masterAddress"], bc.HA_STATUS, Replication) for g in groups))
         local = m.metadata()
         controllers = [_controller_row(me.id, me.address, local, True)]
         controllers += [_controller_row(p.id, p.address, data, False) for p, data in zip(peers, remote)]
@@ -130,15 +131,19 @@ class ConsoleFeed:
         }
 
     @staticmethod
-    async def _get(http: httpx.AsyncClient, address: str | None, path: str) -> dict[str, Any] | None:
+    async def _get(http: httpx.AsyncClient, address: str | None, path: str, model: type[M]) -> dict[str, Any] | None:
+        """What the console reads of a peer's or a master's answer, or None: the answer is bounded in size and
+        time (wire.exchange_async), and only fields that fit ``model`` are kept."""
         if not address:
             return None
         try:
-            answer = (await http.get(http_url(address, path))).json()
-        except (httpx.HTTPError, ValueError, MqctlError):
+            env = await exchange_async(http, address, "GET", path, what="server", headers={},
+                                       deadline=time.monotonic() + 1.0)
+            if env.code != ResponseCode.SUCCESS:
+                return None
+            return checked(model, env.data, address).model_dump()
+        except MqctlError:
             return None
-        data = answer.get("data") if isinstance(answer, dict) and answer.get("code") == 0 else None
-        return data if isinstance(data, dict) else None
 
     def _report_groups(self) -> set[str]:
         """The anchors of the groups in the report the operator pointed the console at (re-read when it changes)."""
@@ -160,6 +165,44 @@ class ConsoleFeed:
         return Path(folder).expanduser() / "report.html" if folder else None
 
 
+M = TypeVar("M", bound=BaseModel)
+Count = Annotated[int, Field(ge=-1, le=2**63 - 1)]
+Short = Annotated[str, Field(max_length=32)]
+
+
+class _Read(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class RaftView(_Read):
+    state: Short | None = None
+    term: Count | None = None
+    commitIndex: Count | None = None
+    lastApplied: Count | None = None
+
+
+class PeerStatus(_Read):
+    """What the console shows of another controller's metadata."""
+
+    isLeader: bool | None = None
+    raft: RaftView | None = None
+    appliedEvents: Count | None = None
+
+
+class SlaveView(_Read):
+    slaveId: Count
+    ackOffset: Count | None = None
+    lag: Count | None = None
+
+
+class Replication(_Read):
+    """What the console shows of a master's haStatus (at most 1,000 slaves)."""
+
+    confirmOffset: Count | None = None
+    maxOffset: Count | None = None
+    slaves: Annotated[list[SlaveView], Field(max_length=1000)] = []
+
+
 def _controller_row(node_id: str, address: str, data: dict[str, Any] | None, local: bool) -> dict[str, Any]:
     raft = (data or {}).get("raft") or {}
     return {"id": node_id, "address": address, "thisNode": local, "reachable": data is not None,
@@ -169,7 +212,7 @@ def _controller_row(node_id: str, address: str, data: dict[str, Any] | None, loc
 
 
 def _group_row(group: dict[str, Any], status: dict[str, Any] | None, in_report: set[str]) -> dict[str, Any]:
-    slaves = {s.get("slaveId"): s for s in (status or {}).get("slaves") or [] if isinstance(s, dict)}
+    slaves = {s["slaveId"]: s for s in (status or {}).get("slaves") or []}
     replicas = []
     for replica in [*group.get("inSyncReplicas", []), *group.get("notInSyncReplicas", [])]:
         broker_id = replica["brokerId"]

@@ -126,3 +126,32 @@ def test_admin_actions_are_validated_before_anything_is_sent(app: Client) -> Non
     assert answer.status_code == 400 and answer.json()["codeName"] == "INVALID_PARAMETER"
     answer = app.post(console.CLEAN, json={"clusterName": "c", "brokerName": "b", "isCleanLivingBroker": "yes"})
     assert answer.status_code == 400
+
+
+#: (answer, whether it is also unusable as a peer's metadata: the same answer comes from peers and masters)
+HOSTILE = [
+    (httpx.Response(200, content=b"\x00\xff not json"), True),  # garbage
+    (httpx.Response(200, content=b'{"code": 0, "data": {"x": "' + b"a" * (33 * 2**20) + b'"}}'), True),  # too big
+    (httpx.Response(200, json={"code": 0, "data": {"confirmOffset": "4096", "slaves": [{"slaveId": "2"}]}}), False),
+    (httpx.Response(200, json={"code": 0, "data": {"maxOffset": 2**70}}), False),  # beyond a Java long
+    (httpx.Response(200, json={"code": 0, "data": {"slaves": [{"slaveId": i} for i in range(1001)]}}), False),
+    (httpx.Response(200, json={"code": 0, "data": {"isLeader": "yes", "raft": {"state": "L" * 1000}}}), True),
+    (httpx.Response(200, json={"code": 1, "data": {"confirmOffset": 7}}), True),  # a refusal is not a status
+]
+
+
+@pytest.mark.parametrize(("answer", "peer_refused"), HOSTILE,
+                         ids=["garbage", "huge", "strings", "overflow", "too-many", "forged", "refused"])
+def test_a_hostile_peer_or_master_is_shown_as_unknown(tmp_path: Path, answer: httpx.Response,
+                                                       peer_refused: bool) -> None:
+    m = manager(tmp_path)
+
+    async def build() -> dict[str, Any]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _: answer)) as http:
+            return await console.ConsoleFeed(m).build(http)
+    state = asyncio.run(build())
+    if peer_refused:
+        assert [r["reachable"] for r in state["controllers"]] == [True, False, False]
+    for group in state["groups"]:
+        assert group["confirmOffset"] is None and group["maxOffset"] is None
+        assert all(r["ackOffset"] is None and r["lag"] is None for r in group["replicas"])
