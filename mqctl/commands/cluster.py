@@ -143,7 +143,7 @@ def kill_master(app: App, broker_name: str, data_dir: str) -> None:
 @data_dir_option
 @pass_app
 def restart(app: App, node: str, data_dir: str) -> None:
-    """Restart one node (e.g. n0 or broker-a-2): stop it if running, then start it."""
+    """Restart one node (n0, broker-a-2, ...): stop it if running, then start it."""
     dev = DevCluster.load(_dir(data_dir))
     spec = dev.node(node)
     dev.stop_node(spec)
