@@ -58,7 +58,7 @@ class Broker:
         self.replication: Replication = AutoSwitchReplication(
             config, self.store, self.api, self.clock, self.io_lock, self.flush, self.replicas, self.key)
         self.namesrv = NamesrvRegistration(config, self.api.addresses, self._identity, self.store.topic_names,
-                                           self.clock)
+                                           self.clock, key=self.key)
         self.replicas.listen(self.replication)
         self.replicas.listen(self.namesrv)
         self.retention = RetentionService(config, self.store, self.clock, self.io_lock,

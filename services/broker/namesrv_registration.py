@@ -12,8 +12,10 @@ it knows, and the counter moves whenever its set of topics changes. Its topics a
 each with ``defaultTopicQueueNums`` read and write queues, plus TBW102 (the auto-create topic) with
 read, write and inherit permission: this broker creates any topic on its first message.
 
-With an auth token configured, each request is signed with it (services/remoting/acl.py), as the
-controllers then require.
+Each registration is also signed with the broker's own key (``signature`` and ``signedAt``), which the
+controllers hold for its id: a controller takes a registration for an address of a group it manages only
+with that signature, so nobody else can register in this broker's name. With an auth token configured,
+each request is also signed with the token (services/remoting/acl.py), as the controllers then require.
 """
 
 from __future__ import annotations
@@ -22,15 +24,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from services.broker.config import BrokerConfig
+from services.broker.ha.auth import BrokerKey
 from services.broker.replicas_manager import RoleState
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.errors import MqctlError
 from services.common.remoting_client import RemotingClient
+from services.common.signing import REGISTER_LABEL, request_message
 from services.remoting import headers as h
+from services.remoting import mqctl_ext as ext
 from services.remoting.acl import sign
 from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.namesrv_bodies import (
@@ -44,10 +49,13 @@ from services.remoting.namesrv_bodies import (
 log = logging.getLogger(__name__)
 
 __all__ = ["AUTO_CREATE_TOPIC", "REGISTER_INTERVAL_S", "BrokerIdentity", "NamesrvRegistration",
-           "register_request", "topic_table", "unregister_request"]
+           "register_request", "sign_registration", "topic_table", "unregister_request"]
 
 #: RocketMQ's registerNameServerPeriod default.
 REGISTER_INTERVAL_S = 30.0
+#: After a refusal, the next round comes this soon, doubling up to the interval (a controller that has not
+#: yet applied this broker's registration with the controller refuses it for a moment).
+RETRY_FIRST_S = 1.0
 AUTO_CREATE_TOPIC = "TBW102"
 PERM_READ_WRITE, PERM_INHERIT = 6, 1
 
@@ -79,6 +87,14 @@ def register_request(config: BrokerConfig, broker_id: int, topics: dict[str, Top
     return make_request(RequestCode.REGISTER_BROKER, 0, header.to_ext_fields(), body)
 
 
+def sign_registration(request: RemotingCommand, key: BrokerKey, now_ms: int) -> RemotingCommand:
+    """``request`` (a 103) with the broker's signature over it, made now."""
+    fields = {**request.ext_fields, ext.SIGNED_AT: str(now_ms)}
+    message = request_message(REGISTER_LABEL, request.code, fields, ext.REGISTRATION_SIGNED_FIELDS, request.body)
+    fields["signature"] = key.sign(message).hex()
+    return replace(request, ext_fields=fields)
+
+
 def unregister_request(config: BrokerConfig, broker_id: int) -> RemotingCommand:
     header = h.UnRegisterBrokerRequestHeader(broker_name=config.brokerName, broker_addr=config.address,
                                              cluster_name=config.brokerClusterName, broker_id=broker_id)
@@ -88,8 +104,10 @@ def unregister_request(config: BrokerConfig, broker_id: int) -> RemotingCommand:
 class NamesrvRegistration:
     def __init__(self, config: BrokerConfig, addresses: list[str], identity: Callable[[], BrokerIdentity],
                  topics: Callable[[], Iterable[str]], clock: Clock, interval_s: float = REGISTER_INTERVAL_S,
-                 timeout_s: float = 6.0) -> None:
+                 timeout_s: float = 6.0, key: BrokerKey | None = None, retry_first_s: float = RETRY_FIRST_S) -> None:
         self.config = config
+        self.key = key
+        self.retry_first_s = retry_first_s
         self.addresses = addresses
         self.identity = identity
         self.topics = topics
@@ -102,6 +120,7 @@ class NamesrvRegistration:
         self.registered_id: int | None = None
         self._version = DataVersion()
         self._outcomes: dict[str, str | None] = {}
+        self._retry_s: float | None = None  # set while some name server refuses this broker
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -153,7 +172,7 @@ class NamesrvRegistration:
             except Exception:  # the loop must survive anything; the next round retries
                 log.exception("registration with the name servers failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+                await asyncio.wait_for(self._wake.wait(), min(self._retry_s or self.interval_s, self.interval_s))
 
     async def register_all(self) -> None:
         me = self.identity()
@@ -166,8 +185,11 @@ class NamesrvRegistration:
         broker_id = 0 if me.master else me.broker_id
         request = register_request(self.config, broker_id, topic_table(topics, self.config.defaultTopicQueueNums),
                                    self._version)
-        await asyncio.gather(*(self._send(a, request, "register") for a in self.addresses))
+        if self.key is not None:
+            request = sign_registration(request, self.key, self.clock.now_ms())
+        taken = await asyncio.gather(*(self._send(a, request, "register") for a in self.addresses))
         self.registered_id = broker_id
+        self._retry_s = None if all(taken) else min((self._retry_s or self.retry_first_s / 2) * 2, self.interval_s)
 
     def _current_topics(self) -> frozenset[str]:
         try:
@@ -177,17 +199,19 @@ class NamesrvRegistration:
             return self.known
 
     async def _send(self, address: str, request: RemotingCommand, what: str,
-                    timeout_s: float | None = None) -> None:
+                    timeout_s: float | None = None) -> bool:
+        """Whether the name server took it (an unreachable one counts as taken: it retries at its pace)."""
         try:
             answer = await self.client.call(address, request, timeout_s)
         except MqctlError as exc:
             self._outcome(address, f"cannot {what} with the name server at {address}: {exc}", logging.INFO)
-            return
+            return True
         if answer.code != ResponseCode.SUCCESS:
             self._outcome(address, f"the name server at {address} refused to {what} this broker: "
                                    f"{answer.remark} (code {answer.code})", logging.WARNING)
-        else:
-            self._outcome(address, "", logging.INFO)
+            return False
+        self._outcome(address, "", logging.INFO)
+        return True
 
     def _outcome(self, address: str, problem: str, level: int) -> None:
         """Log a change of outcome only, not the same failure every 30 s."""

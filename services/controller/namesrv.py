@@ -16,19 +16,26 @@ ask any node. The table keeps RocketMQ's shape:
 
 In controller mode a RocketMQ broker registers with id 0 while it is master and with its own id
 otherwise, so the name server learns of a failover only when the new master re-registers. This table
-also asks the controller (``controller_view``, the Raft state of this node) who the master of a group is;
-for a group the controller knows, that view decides the ids a route shows:
+also asks the controller (``controller_view``, the Raft state of this node) about each group. A group the
+controller manages (a broker-set in its state) is the controller's, whatever a registration says:
 
-* a registered address the controller knows under id N is shown as N, or as 0 when N is the master;
-* a registration claiming id 0 from an address the controller does not know in that group is not shown
-  (it cannot be the master the controller elected, so it is a stale or forged claim);
-* other addresses the controller does not know keep their registered ids;
-* the group's topics come from the registration of the broker the combined view shows as 0.
+* its cluster is the controller's: a registration naming it in another cluster is refused, and a group
+  of that name registered earlier in another cluster (before the controller knew it) is dropped;
+* a registration is accepted only from an address the controller has for that broker-set, and, when the
+  controller holds a key for that broker id, only when the broker signed it with that key (fresh, and
+  each signature once);
+* its ids are the controller's: an address is shown under the id the controller gave it, and as 0 when
+  it is the controller's master; the id and data version a registration claims decide nothing;
+* the group's topics come from the registration of the controller's master.
 
 So a route lists the current master as 0 as soon as the controller has elected it, even before it
-re-registers; a group the controller does not know (a RocketMQ broker without controller mode) is shown
-exactly as it registered. Liveness still comes only from registrations: the controller's view never
-adds an address that has not registered with this node.
+re-registers, and never lists an address the controller does not have for the group. A group the
+controller does not manage (a RocketMQ broker without controller mode) keeps RocketMQ's rules.
+
+For every group, a registration belongs to the connection it came on: only that connection can
+unregister it (104) or keep it fresh (322, 904), and it is forgotten when that connection closes.
+Liveness still comes only from registrations: the controller's view never adds an address that has not
+registered with this node.
 
 The table does no I/O and reads time only through ``now_ms``; expiry is applied before every read and
 write, which is what RocketMQ's 5-second scan approximates.
@@ -41,10 +48,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.common.codes import ResponseCode
+from services.common.signing import signature_ok
+from services.remoting.acl import ReplayGuard
 from services.remoting.bodies import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from services.remoting.namesrv_bodies import DataVersion, TopicConfig
 
-__all__ = ["AUTO_CREATE_TOPIC", "DEFAULT_BROKER_TIMEOUT_MS", "MASTER_ID", "ControllerGroup", "Limits",
+__all__ = ["AUTO_CREATE_TOPIC", "DEFAULT_BROKER_TIMEOUT_MS", "MASTER_ID", "ControllerGroup", "Limits", "Proof",
            "RegisterResult", "Registration", "RouteRefused", "RouteTable", "java_hash_order"]
 
 MASTER_ID = 0
@@ -79,6 +88,16 @@ class RouteRefused(Exception):
 
 
 @dataclass(frozen=True)
+class Proof:
+    """A registration signed by the broker's key: ``signature`` (hex) over ``message`` (the request as
+    services/common/signing.request_message encodes it), made at ``signed_ms`` (epoch millis)."""
+
+    signature: str
+    signed_ms: int
+    message: bytes
+
+
+@dataclass(frozen=True)
 class Registration:
     """One REGISTER_BROKER, decoded. ``channel`` identifies the connection it came on (any object)."""
 
@@ -93,6 +112,7 @@ class Registration:
     enable_acting_master: bool | None = None
     zone_name: str | None = None
     channel: object = None
+    proof: Proof | None = None
 
 
 @dataclass(frozen=True)
@@ -106,11 +126,13 @@ class RegisterResult:
 @dataclass(frozen=True)
 class ControllerGroup:
     """What the controller's state says of one broker group: its cluster, its master's id (None while it
-    has none) and every broker id it assigned with the address that registered it."""
+    has none), every broker id it assigned with the address that registered it, and the public key it
+    holds for each id that has one."""
 
     cluster: str
     master_id: int | None
     addresses: Mapping[int, str]
+    keys: Mapping[int, str] = field(default_factory=dict)
 
 
 ControllerView = Callable[[str], "ControllerGroup | None"]
@@ -136,10 +158,14 @@ class _Group:
 
 class RouteTable:
     def __init__(self, now_ms: Callable[[], int], controller_view: ControllerView | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, wall_ms: Callable[[], int] | None = None) -> None:
+        """``now_ms`` times registrations (a monotonic clock); ``wall_ms`` (epoch millis, default
+        ``now_ms``) judges how fresh a signed registration is."""
         self.now_ms = now_ms
+        self.wall_ms = wall_ms or now_ms
         self.controller_view: ControllerView = controller_view or (lambda name: None)
         self.limits = limits or Limits()
+        self._proofs = ReplayGuard()
         self._live: dict[tuple[str, str], _Live] = {}
         self._groups: dict[str, _Group] = {}
         self._clusters: dict[str, dict[str, None]] = {}  # cluster -> broker names, as an ordered set
@@ -151,20 +177,22 @@ class RouteTable:
         """Take a registration (RouteInfoManager.registerBroker); raises RouteRefused."""
         self.expire()
         self._check(reg)
+        view = self.controller_view(reg.broker_name)
+        broker_id = reg.broker_id if view is None else self._admit(reg, view)
         key = (reg.cluster, reg.address)
         self._clusters.setdefault(reg.cluster, {})[reg.broker_name] = None
         group = self._groups.setdefault(reg.broker_name, _Group(reg.cluster))
         group.enable_acting_master, group.zone_name = bool(reg.enable_acting_master), reg.zone_name
         # one address holds one id: a slave that became master comes back under 0
-        for broker_id, address in list(group.addrs.items()):
-            if address == reg.address and broker_id != reg.broker_id:
-                del group.addrs[broker_id]
-        old = group.addrs.get(reg.broker_id)
-        if old is not None and old != reg.address and self._outranked(reg, old):
+        for held_id, address in list(group.addrs.items()):
+            if address == reg.address and held_id != broker_id:
+                del group.addrs[held_id]
+        old = group.addrs.get(broker_id)
+        if view is None and old is not None and old != reg.address and self._outranked(reg, old):
             self._live.pop(key, None)
             return RegisterResult()  # RocketMQ answers SUCCESS and keeps the broker that holds the id
         first = old is None
-        group.addrs[reg.broker_id] = reg.address
+        group.addrs[broker_id] = reg.address
         changed = first or self._version_changed(key, reg.data_version)
         self._take_topics(reg, group, changed)
         timeout = reg.heartbeat_timeout_ms if reg.heartbeat_timeout_ms and reg.heartbeat_timeout_ms > 0 \
@@ -173,25 +201,32 @@ class RouteTable:
                                 reg.data_version, reg.ha_address, reg.channel)
         return self._result(reg, group)
 
-    def unregister(self, cluster: str, address: str, broker_name: str) -> bool:
-        """UNREGISTER_BROKER: the address leaves its group; a group left empty takes its topics along."""
+    def unregister(self, cluster: str, address: str, broker_name: str, channel: object = None) -> bool:
+        """UNREGISTER_BROKER: the address leaves its group; a group left empty takes its topics along.
+        Only the connection that registered the address can unregister it (RocketMQ lets anyone)."""
         self.expire()
+        live = self._live.get((cluster, address))
+        if live is None or live.channel is not channel:
+            return False
         return self._remove(cluster, address, broker_name)
 
-    def query_data_version(self, cluster: str, address: str) -> DataVersion | None:
+    def query_data_version(self, cluster: str, address: str, channel: object = None) -> DataVersion | None:
         """QUERY_DATA_VERSION: the DataVersion this broker last registered (None: not registered here).
-        Asking keeps the registration fresh, as RocketMQ's name server treats it."""
+        Asking on the connection that registered keeps the registration fresh, as RocketMQ's name server
+        treats it; asking on another one does not."""
         self.expire()
         live = self._live.get((cluster, address))
         if live is None:
             return None
-        live.last_ms = self.now_ms()
+        if live.channel is channel:
+            live.last_ms = self.now_ms()
         return live.data_version
 
-    def touch(self, cluster: str, address: str) -> None:
-        """A lighter heartbeat (BROKER_HEARTBEAT, 904): the registration stays fresh."""
+    def touch(self, cluster: str, address: str, channel: object = None) -> None:
+        """A lighter heartbeat (BROKER_HEARTBEAT, 904) on the connection that registered: the
+        registration stays fresh."""
         live = self._live.get((cluster, address))
-        if live is not None:
+        if live is not None and live.channel is channel:
             live.last_ms = self.now_ms()
 
     def on_channel_closed(self, channel: object) -> int:
@@ -214,22 +249,24 @@ class RouteTable:
     def cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO: every group with its addresses, and the groups of every cluster."""
         self.expire()
-        brokers = {name: self._broker_data(name, group) for name, group in self._groups.items()}
-        return ClusterInfo(brokers, {c: frozenset(names) for c, names in self._clusters.items() if names})
+        brokers = {name: data for name, group in self._groups.items()
+                   if (data := self._broker_data(name, group)).broker_addrs}
+        clusters = {c: frozenset(n for n in names if n in brokers) for c, names in self._clusters.items()}
+        return ClusterInfo(brokers, {c: names for c, names in clusters.items() if names})
 
     def route(self, topic: str) -> TopicRouteData | None:
         """GET_ROUTEINFO_BY_TOPIC: the topic's queues on each group and those groups' addresses, listed in
         the order RocketMQ's HashMap and HashSet iterate them; None for a topic no live group serves."""
         self.expire()
-        queues = self._topics.get(topic)
-        if not queues:
+        shown = {name: data for name, queue in self._topics.get(topic, {}).items()
+                 if (group := self._groups.get(name)) is not None
+                 and (data := self._broker_data(name, group)).broker_addrs}
+        if not shown:
             return None
+        queues = {name: queue for name, queue in self._topics[topic].items() if name in shown}
         queue_order = java_hash_order(queues, _hash_map_table_size(len(queues)))
         name_order = java_hash_order(queue_order, _hash_set_table_size(len(queues)))
-        broker_datas = tuple(self._broker_data(n, self._groups[n]) for n in name_order if n in self._groups)
-        if not broker_datas:
-            return None
-        return TopicRouteData(tuple(queues[n] for n in queue_order), broker_datas, {})
+        return TopicRouteData(tuple(queues[n] for n in queue_order), tuple(shown[n] for n in name_order), {})
 
     def live_brokers(self) -> list[tuple[str, str, str]]:
         """(cluster, broker name, address) of every registration held."""
@@ -242,18 +279,18 @@ class RouteTable:
         return {} if group is None else self._addresses(broker_name, group)
 
     def _addresses(self, name: str, group: _Group) -> dict[int, str]:
+        """A managed group shows only the addresses the controller has for it, under the controller's ids
+        (registrations taken before the controller knew the group included)."""
         view = self.controller_view(name)
-        if view is None or view.cluster != group.cluster:
+        if view is None:
             return dict(sorted(group.addrs.items()))
-        known = {address: broker_id for broker_id, address in view.addresses.items()}
+        if view.cluster != group.cluster:
+            return {}  # registered in another cluster before the controller knew the group: not shown
         shown: dict[int, str] = {}
         for address in group.addrs.values():
-            if address in known:
-                broker_id = known[address]
+            broker_id = _controller_id(view, address)
+            if broker_id is not None:
                 shown[MASTER_ID if broker_id == view.master_id else broker_id] = address
-        for broker_id, address in group.addrs.items():
-            if address not in known and broker_id != MASTER_ID and broker_id not in shown:
-                shown[broker_id] = address
         return dict(sorted(shown.items()))
 
     def _broker_data(self, name: str, group: _Group) -> BrokerData:
@@ -350,11 +387,45 @@ class RouteTable:
         for name, config in reg.topics.items():
             self._check_topic(name, config)
         group = self._groups.get(reg.broker_name)
-        if group is not None and group.cluster != reg.cluster:
+        if group is not None and group.cluster != reg.cluster and self.controller_view(reg.broker_name) is None:
             raise RouteRefused(ResponseCode.INVALID_PARAMETER,
                                f"broker group {reg.broker_name} is registered in cluster {group.cluster}, "
                                f"not {reg.cluster}")
         self._check_room(reg)
+
+    def _admit(self, reg: Registration, view: ControllerGroup) -> int:
+        """A registration for a group the controller manages: the id it is held under, or RouteRefused."""
+        name = reg.broker_name
+        if reg.cluster != view.cluster:
+            raise RouteRefused(ResponseCode.NO_PERMISSION, f"broker group {name} belongs to cluster {view.cluster} "
+                                                           f"in the controller's state, not {reg.cluster}")
+        broker_id = _controller_id(view, reg.address)
+        if broker_id is None:
+            raise RouteRefused(ResponseCode.NO_PERMISSION, f"{reg.address} is not an address of broker group "
+                                                           f"{name} in the controller's state")
+        refusal = self._proof_refusal(reg, view)
+        if refusal is not None:
+            raise RouteRefused(ResponseCode.NO_PERMISSION, f"registration of {reg.address} in {name}: {refusal}")
+        group = self._groups.get(name)
+        if group is not None and group.cluster != view.cluster:  # a squatter from before the controller knew it
+            for key in [k for k, live in self._live.items() if k[0] == group.cluster and live.broker_name == name]:
+                del self._live[key]
+            self._forget_group(group.cluster, name)
+        return broker_id
+
+    def _proof_refusal(self, reg: Registration, view: ControllerGroup) -> str | None:
+        """Why the registration's signature does not prove it comes from the broker that holds the address
+        (None: it does, or no broker id at that address has a key)."""
+        keys = [key for broker_id, address in view.addresses.items()
+                if address == reg.address and (key := view.keys.get(broker_id))]
+        if not keys:
+            return None
+        proof = reg.proof
+        if proof is None:
+            return "the controller holds a key for this broker, and the registration is not signed with it"
+        if not any(signature_ok(key, proof.signature, proof.message) for key in keys):
+            return "the signature is not this broker's (or the registration was changed)"
+        return self._proofs.admit(proof.signature, proof.signed_ms, self.wall_ms())
 
     def _check_topic(self, name: str, config: TopicConfig) -> None:
         if TOPIC_PATTERN.fullmatch(name) is None or config.topic_name != name:
@@ -377,6 +448,15 @@ class RouteTable:
             raise RouteRefused(ResponseCode.SYSTEM_ERROR,
                                f"registering {new} more topic routes would pass this name server's limit of "
                                f"{self.limits.max_queue_entries}")
+
+
+def _controller_id(view: ControllerGroup, address: str) -> int | None:
+    """The controller's id for an address of the group: the master's if it is the master's address, else
+    the newest id registered from it (None: the controller has no such address in the group)."""
+    ids = [broker_id for broker_id, held in view.addresses.items() if held == address]
+    if not ids:
+        return None
+    return view.master_id if view.master_id in ids else max(ids)
 
 
 def _check_name(value: str, what: str) -> None:

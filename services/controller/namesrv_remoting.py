@@ -3,22 +3,29 @@
 name server answers them (``DefaultRequestProcessor``, ``ClientRequestProcessor``), from the table in ``namesrv.py``.
 
 Every controller node answers them from its own table, leader or not. A registration belongs to the
-connection it came on: when that connection closes, the broker is forgotten at once.
+connection it came on: when that connection closes, the broker is forgotten at once, and only that
+connection may unregister it. A registration of a group the controller manages must come from an address
+the controller has for it, and be signed with the broker's key when the controller holds one (``signature``
+and ``signedAt``, see services/remoting/mqctl_ext.py; the rules are in namesrv.py).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from services.common.codes import ResponseCode
+from services.common.signing import REGISTER_LABEL, request_message
 from services.controller.namesrv import (
     ControllerGroup,
     ControllerView,
+    Proof,
     Registration,
     RouteRefused,
     RouteTable,
 )
 from services.remoting import headers as h
+from services.remoting import mqctl_ext as ext
 from services.remoting.command import RemotingCommand, make_response
 from services.remoting.namesrv_bodies import DataVersion, RegisterBrokerBody, body_crc32
 
@@ -26,7 +33,10 @@ if TYPE_CHECKING:
     from services.common.remoting_conn import RemotingConnection
     from services.controller.controller import ControllerManager
 
-__all__ = ["STANDARD_JSON_VERSION", "ZONE_NAME", "NameServerRemoting", "controller_view", "topic_not_exist"]
+log = logging.getLogger(__name__)
+
+__all__ = ["STANDARD_JSON_VERSION", "ZONE_NAME", "NameServerRemoting",
+           "controller_view", "registration_proof", "topic_not_exist"]
 
 #: MQVersion.Version.V4_9_4: from this requester version on, a route is answered in standard JSON.
 STANDARD_JSON_VERSION = 401
@@ -34,6 +44,16 @@ STANDARD_JSON_VERSION = 401
 ZONE_NAME = "__ZONE_NAME"
 #: FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL), which RocketMQ appends to the TOPIC_NOT_EXIST remark.
 _APPLY_TOPIC_TIP = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+
+
+def registration_proof(request: RemotingCommand) -> Proof | None:
+    """The broker's signature over a registration, if it carries one (a RocketMQ broker's does not)."""
+    mine = ext.BrokerExtension.from_ext_fields(request.ext_fields)
+    if mine.signature is None or mine.signed_at is None:
+        return None
+    message = request_message(REGISTER_LABEL, request.code, request.ext_fields, ext.REGISTRATION_SIGNED_FIELDS,
+                              request.body)
+    return Proof(mine.signature, mine.signed_at, message)
 
 
 def topic_not_exist(topic: str) -> str:
@@ -48,7 +68,8 @@ def controller_view(manager: ControllerManager) -> ControllerView:
         if raft is None:
             return None
         return raft.read(lambda s: None if (bs := s.broker_sets.get(broker_name)) is None else ControllerGroup(
-            bs.clusterName, bs.masterBrokerId, {i: e.address for i, e in bs.brokers.items()}))
+            bs.clusterName, bs.masterBrokerId, {i: e.address for i, e in bs.brokers.items()},
+            {i: e.publicKey for i, e in bs.brokers.items() if e.publicKey}))
     return view
 
 
@@ -66,7 +87,8 @@ class NameServerRemoting:
             result = self.table.register(Registration(
                 req.cluster_name, req.broker_name, req.broker_id, req.broker_addr, req.ha_server_addr,
                 wrapper.topic_config_table, wrapper.data_version, req.heartbeat_timeout_millis,
-                req.enable_acting_master, request.ext_fields.get(ZONE_NAME), channel=conn))
+                req.enable_acting_master, request.ext_fields.get(ZONE_NAME), channel=conn,
+                proof=registration_proof(request)))
         except RouteRefused as exc:
             return make_response(request, exc.code, exc.remark)
         header = h.RegisterBrokerResponseHeader(ha_server_addr=result.ha_address, master_addr=result.master_address)
@@ -74,14 +96,16 @@ class NameServerRemoting:
 
     async def unregister_broker(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         req = h.UnRegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
-        self.table.unregister(req.cluster_name, req.broker_addr, req.broker_name)
-        return make_response(request, ResponseCode.SUCCESS)
+        if not self.table.unregister(req.cluster_name, req.broker_addr, req.broker_name, conn):
+            log.info("unregister of %s (%s) from %s ignored: not registered on that connection",
+                     req.broker_addr[:80], req.broker_name[:80], conn.peer)
+        return make_response(request, ResponseCode.SUCCESS)  # as RocketMQ answers every unregister
 
     async def query_data_version(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         """Whether the broker's topic configs changed since it last registered here (then it registers)."""
         req = h.QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
         theirs = DataVersion.decode(request.body)
-        ours = self.table.query_data_version(req.cluster_name, req.broker_addr)
+        ours = self.table.query_data_version(req.cluster_name, req.broker_addr, conn)
         header = h.QueryDataVersionResponseHeader(changed=ours is None or ours != theirs)
         return make_response(request, ResponseCode.SUCCESS, None, header.to_ext_fields(),
                              ours.encode() if ours is not None else b"")

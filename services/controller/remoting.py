@@ -77,7 +77,8 @@ class ControllerRemoting:
 
     def __init__(self, manager: ControllerManager) -> None:
         self.m = manager
-        self.namesrv = NameServerRemoting(RouteTable(manager.clock.monotonic_ms, controller_view(manager)))
+        self.namesrv = NameServerRemoting(RouteTable(manager.clock.monotonic_ms, controller_view(manager),
+                                                     wall_ms=manager.clock.now_ms))
         self._verifier: Verifier | None = None
         self._routes = {
             RC.BROKER_HEARTBEAT: self._heartbeat,
@@ -146,7 +147,7 @@ class ControllerRemoting:
             electionPriority=hb.election_priority if hb.election_priority is not None else MAX_PRIORITY,
             asyncLearner=mine.async_learner, incarnation=mine.incarnation or 0))
         conn.attributes[BROKER] = (hb.cluster_name, hb.broker_name, hb.broker_id)
-        self.namesrv.table.touch(hb.cluster_name, hb.broker_addr)
+        self.namesrv.table.touch(hb.cluster_name, hb.broker_addr, conn)
         return None
 
     async def _next_broker_id(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

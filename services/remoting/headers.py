@@ -103,6 +103,11 @@ class CustomHeader:
     def _check(self) -> None:
         """Rules beyond each field's type (a subclass's); run however the header was built."""
 
+    @classmethod
+    def wire_names(cls) -> tuple[str, ...]:
+        """The extField names this header reads and writes."""
+        return tuple(spec.wire for spec in _specs(cls))
+
     def to_ext_fields(self) -> dict[str, str]:
         ext: dict[str, str] = {}
         for spec in _specs(type(self)):

@@ -4,6 +4,9 @@ have, for the safety features RocketMQ lacks (see docs/security.md).
 * ``publicKey`` on 1013 CONTROLLER_APPLY_BROKER_ID and 1003 CONTROLLER_REGISTER_BROKER: the broker's
   Ed25519 key, bound to its id by the controller (services/common/signing.py);
 * ``signature`` on 1001 CONTROLLER_ALTER_SYNC_STATE_SET: the master's signature over the change;
+* ``signature`` and ``signedAt`` on 103 REGISTER_BROKER: the broker's signature over its registration
+  (services/common/signing.request_message), so that a name server that holds its key knows it is the
+  broker's (a RocketMQ name server ignores both);
 * ``asyncLearner`` on 904 BROKER_HEARTBEAT: the broker replicates but never joins the SyncStateSet;
 * ``incarnation`` on 904: which process of the broker sends it (controller/heartbeat.py);
 * 88001 GET_BROKER_KEYS: the keys the controller holds for a group (a slave checks its master's with it).
@@ -20,12 +23,18 @@ from typing import Any
 
 from services.remoting.bodies import Body, _broker_addrs, _Obj
 from services.remoting.errors import BodyError, HeaderFieldError
-from services.remoting.headers import CustomHeader, _bool, _long, _string
+from services.remoting.headers import CustomHeader, RegisterBrokerRequestHeader, _bool, _long, _string
 
-__all__ = ["GET_BROKER_KEYS", "BrokerExtension", "BrokerKeys", "BrokerKeysRequestHeader"]
+__all__ = ["GET_BROKER_KEYS", "REGISTRATION_SIGNED_FIELDS", "SIGNED_AT", "BrokerExtension", "BrokerKeys",
+           "BrokerKeysRequestHeader"]
 
 #: mqctl's own request code (RocketMQ's codes leave 88001 unused).
 GET_BROKER_KEYS = 88001
+
+SIGNED_AT = "signedAt"
+#: What a broker's key signs in a registration (103): every field a name server reads (MixAll.ZONE_NAME
+#: included) and the signing time.
+REGISTRATION_SIGNED_FIELDS = (*RegisterBrokerRequestHeader.wire_names(), "__ZONE_NAME", SIGNED_AT)
 
 _PUBLIC_KEY = re.compile(r"([0-9a-f]{64})?")
 _SIGNATURE = re.compile(r"([0-9a-f]{128})?")
@@ -39,6 +48,7 @@ class BrokerExtension(CustomHeader):
     signature: str | None = _string("signature")
     async_learner: bool = _bool("asyncLearner", default=False)
     incarnation: int | None = _long("incarnation")
+    signed_at: int | None = _long(SIGNED_AT)
 
     def _check(self) -> None:
         if self.public_key is not None and not _PUBLIC_KEY.fullmatch(self.public_key):

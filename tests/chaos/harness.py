@@ -40,18 +40,21 @@ from services.remoting.command import RequestCode, make_request
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
 from tests.chaos.hosts import NETWORK_FAULT_KINDS, HostsCluster
 from tests.chaos.netproxy import Proxy, ProxySet
+from tests.chaos.route_attack import attack as route_attack
+from tests.chaos.route_attack import poisoned, route_of
 from tests.netns.topology import IptablesUnavailable, NetemUnavailable, Topology
 
 log = logging.getLogger("chaos")
 
 GROUP = "broker-a"
+CLUSTER = "DefaultCluster"
 TOPIC = "ChaosTopic"
 DEFINITE_FAILURES = ("SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL", "IN_SYNC_REPLICAS_NOT_ENOUGH")
 
 FAULT_KINDS = ("kill_master", "kill_slave", "kill_controller_leader", "kill_controller_follower",
                "pause_master", "crash_master_unflushed", "admin_elect", "cut_master_from_controllers",
                "delay_master_to_controllers", "oneway_master_to_controllers", "impostor_slave",
-               "forged_role_change")
+               "forged_role_change", "route_poisoning")
 #: In hosts mode (tests/chaos/hosts.py): the kernel makes the network faults, on every kind of link.
 HOST_FAULT_KINDS = (*FAULT_KINDS, *NETWORK_FAULT_KINDS)
 
@@ -82,6 +85,8 @@ class FaultRecord:
 class History:
     outcomes: list[Outcome] = field(default_factory=list)
     faults: list[FaultRecord] = field(default_factory=list)
+    #: What a route showed that the controller does not back (route_poisoning): each a violation.
+    route_violations: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, outcome: Outcome) -> None:
@@ -515,6 +520,32 @@ class ChaosRun:
         time.sleep(rng.uniform(1.0, 2.0))
         return master.name
 
+    def _fault_route_poisoning(self, rng: random.Random) -> str:
+        """A stranger unregisters the group's brokers from every controller's name server and registers
+        himself as its master (tests/chaos/route_attack.py), holding his connections for a few seconds while
+        the producers run: every route must keep naming the controller's master as 0, and only the group."""
+        assert self.cluster is not None
+        master = self._master()
+        members = {n.address for n in self.cluster.brokers(GROUP)}
+        controllers = [c.address for c in self.cluster.controllers()]
+        self._record_fault("route_poisoning", master.name)
+
+        async def run() -> None:
+            client = RemotingClient(timeout_s=2.0)
+            try:
+                before = {c for c in controllers if await _route_or_none(c) is not None}
+                await route_attack(client, controllers, GROUP, CLUSTER, TOPIC, master.address, sorted(members))
+                for _ in range(2):
+                    await asyncio.sleep(rng.uniform(1.0, 3.0))
+                    for controller in before:  # a node without the route before (down, or new) is not judged
+                        problem = poisoned(await _route_or_none(controller), master.address, members)
+                        if problem is not None:
+                            self.history.route_violations.append(f"{controller}: {problem}")
+            finally:
+                await client.close()
+        asyncio.run(run())
+        return master.name
+
     # ------------------------------------------------------------------ healing and the final state
     def heal(self, timeout: float = 90.0) -> None:
         """Restart whatever is down, mend the network, and wait until the group is healthy again."""
@@ -545,6 +576,13 @@ class ChaosRun:
                     except ProcessLookupError:
                         pass
             self.cluster.down(grace=5.0)
+
+
+async def _route_or_none(controller: str) -> dict[int, str] | None:
+    try:
+        return await route_of(controller, TOPIC)
+    except MqctlError:
+        return None
 
 
 def forge_role_change(address: str, fake_master: int, epoch: int) -> None:

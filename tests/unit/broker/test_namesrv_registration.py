@@ -1,7 +1,8 @@
 """The broker's name-server registrations (services/broker/namesrv_registration.py) against recording
 remoting servers on loopback: what it sends (REGISTER_BROKER as BrokerOuterAPI writes it), as master (id 0)
-and as slave (its own id), when (a new topic at once, a role change), the unregistration on stop, and
-nothing at all with an auth token."""
+and as slave (its own id), when (a new topic at once, a role change, soon again after a refusal), the
+unregistration on stop, the signature of its key over every field a name server reads, and nothing at all
+without the auth token when one is configured."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import pytest
 
 from services.broker.config import BrokerConfig
+from services.broker.ha.auth import BrokerKey
 from services.broker.namesrv_registration import BrokerIdentity, NamesrvRegistration, register_request
 from services.common.clock import FakeClock
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
+from services.common.signing import signature_ok
+from services.controller.namesrv_remoting import registration_proof
 from services.remoting import headers as h
 from services.remoting.acl import Verifier
 from services.remoting.command import RemotingCommand, RequestCode, make_response
@@ -176,4 +181,42 @@ def test_with_an_auth_token_every_request_is_signed_with_it() -> None:
         verifier = Verifier("s3cret-token")
         for request in recorder.requests:
             assert verifier.check(request, clock.now_ms()) is None
+    run(test)
+
+
+def test_a_broker_with_a_key_signs_every_field_a_name_server_reads() -> None:
+    async def test() -> None:
+        recorder, key = Recorder(), BrokerKey.generate()
+        async with name_servers(recorder) as addresses:
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), lambda: ["A"],
+                                      FakeClock(), key=key)
+            await reg.register_all()
+            await reg.client.close()
+        [request] = recorder.requests
+        proof = registration_proof(request)
+        assert proof is not None and proof.signed_ms == FakeClock().now_ms()
+        assert signature_ok(key.public_hex, proof.signature, proof.message)
+        for name, value in (("brokerAddr", "127.0.0.1:1"), ("clusterName", "c"), ("brokerId", "1"),
+                            ("heartbeatTimeoutMillis", "999999"), ("__ZONE_NAME", "z"), ("signedAt", "1")):
+            changed = replace(request, ext_fields={**request.ext_fields, name: value})
+            moved = registration_proof(changed)
+            assert moved is not None and not signature_ok(key.public_hex, moved.signature, moved.message), name
+        other_body = registration_proof(replace(request, body=request.body.replace(b'"A"', b'"B"')))
+        assert other_body is not None and not signature_ok(key.public_hex, other_body.signature, other_body.message)
+    run(test)
+
+
+def test_a_refused_registration_is_retried_soon_then_less_often() -> None:
+    async def test() -> None:
+        recorder = Recorder(ResponseCode.NO_PERMISSION)
+        async with name_servers(recorder) as addresses:
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), list,
+                                      FakeClock(), interval_s=3600, retry_first_s=0.05)
+            reg.start()
+            await until(lambda: len(recorder.registrations()) >= 2, "a retry after the refusal")
+            assert reg._retry_s == 0.1  # the first retry came after 0.05 s, the next waits twice as long
+            recorder.code = ResponseCode.SUCCESS
+            await until(lambda: len(recorder.registrations()) >= 3, "the next retry")
+            await until(lambda: reg._retry_s is None, "taken: back to the interval")
+            await reg.stop()
     run(test)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.broker.ha.auth import BrokerKey
 from services.common.clock import FakeClock
 from services.common.codes import ResponseCode
 from services.controller.namesrv import (
@@ -17,6 +18,7 @@ from services.controller.namesrv import (
     DEFAULT_BROKER_TIMEOUT_MS,
     ControllerGroup,
     Limits,
+    Proof,
     RegisterResult,
     Registration,
     RouteRefused,
@@ -239,32 +241,138 @@ def test_a_failover_moves_id_0_to_the_new_master_before_it_re_registers(clock: F
     assert addrs(table) == {0: A2}
     assert table.cluster_info().broker_addr_table[GROUP].broker_addrs == {0: A2}
     table.register(reg(0, A2, "TopicTest", channel=new, version=DataVersion(2, 9, 9)))  # then it does
-    table.register(reg(0, A1, "TopicTest", version=DataVersion(1, 1, 1)))  # the old one comes back, stale
-    assert addrs(table) == {0: A2}
-    table.register(reg(1, A1, "TopicTest", version=DataVersion(2, 2, 2)))  # and then as the slave it is
+    table.register(reg(0, A1, "TopicTest", version=DataVersion(1, 1, 1)))  # the old one comes back, stale:
+    assert addrs(table) == {0: A2, 1: A1}  # shown as the slave the controller says it is
+    table.register(reg(1, A1, "TopicTest", version=DataVersion(2, 2, 2)))  # and then registers as one
     assert addrs(table) == {0: A2, 1: A1}
 
 
-def test_a_claim_to_id_0_the_controller_does_not_back_is_not_shown(clock: FakeClock) -> None:
+def test_an_address_the_controller_does_not_have_for_a_managed_group_is_refused(clock: FakeClock) -> None:
     controller = Controller()
     controller.set(1, {1: A1})
     table = RouteTable(clock.monotonic_ms, controller)
     table.register(reg(0, A1, "TopicTest"))
-    table.register(reg(0, A3, "TopicTest", version=DataVersion(99, 1, 1)))  # takes registered id 0 from A1
-    table.register(reg(7, A2, "TopicTest"))  # an address the controller does not know keeps its id
-    assert addrs(table) == {7: A2}
-    route = table.route(AUTO_CREATE_TOPIC)
-    assert route is not None and dict(route.broker_datas[0].broker_addrs) == {7: A2}
+    for broker_id, version in ((0, DataVersion(2**62, 1, 1)), (7, DataVersion(0, 1, 1))):
+        with pytest.raises(RouteRefused, match=f"{A3} is not an address of broker group broker-a") as caught:
+            table.register(reg(broker_id, A3, "TopicTest", version=version))
+        assert caught.value.code == ResponseCode.NO_PERMISSION
+    assert addrs(table) == {0: A1} and addrs(table, AUTO_CREATE_TOPIC) == {0: A1}
+    assert (CLUSTER, GROUP, A3) not in table.live_brokers()
+
+
+def test_a_managed_group_is_in_the_controllers_cluster_only(clock: FakeClock) -> None:
+    controller = Controller()
+    controller.set(1, {1: A1})
+    table = RouteTable(clock.monotonic_ms, controller)
+    table.register(reg(0, A1, "TopicTest"))
+    with pytest.raises(RouteRefused, match="broker-a belongs to cluster DefaultCluster in the controller's "
+                                           "state, not Evil") as caught:
+        table.register(reg(0, A1, "TopicTest", cluster="Evil"))
+    assert caught.value.code == ResponseCode.NO_PERMISSION
+    assert table.cluster_info().cluster_addr_table == {CLUSTER: frozenset({GROUP})}
+
+
+def test_a_squatter_from_before_the_controller_knew_the_group_is_hidden_then_dropped(clock: FakeClock) -> None:
+    controller = Controller()
+    table = RouteTable(clock.monotonic_ms, controller)
+    table.register(reg(0, A3, "TopicTest", "Squatted", cluster="Evil"))  # nobody manages broker-a yet
+    table.register(reg(5, A2, "TopicTest", cluster="Evil"))
+    controller.set(1, {1: A1})
+    assert table.route("TopicTest") is None  # the group shows no address the controller does not have
+    table.register(reg(0, A1, "TopicTest"))  # the real master: accepted, and the squatter dropped
+    assert addrs(table) == {0: A1}
+    assert table.route("Squatted") is None
+    assert table.cluster_info().cluster_addr_table == {CLUSTER: frozenset({GROUP})}
+    assert all(address != A3 for _, _, address in table.live_brokers())
+
+
+def test_a_huge_data_version_does_not_outrank_the_controllers_master(clock: FakeClock) -> None:
+    controller = Controller()
+    controller.set(1, {1: A1, 2: A2})
+    table = RouteTable(clock.monotonic_ms, controller)
+    table.register(reg(0, A1, "TopicTest", version=DataVersion(1, 1, 1)))
+    table.register(reg(0, A2, "TopicTest", version=DataVersion(2**62, 1, 1)))  # the slave claims id 0, hugely
+    assert addrs(table) == {0: A1, 2: A2}
+    table.register(reg(0, A1, "TopicTest", "Later", version=DataVersion(1, 2, 2)))  # the master's next one counts
+    assert table.route("Later") is not None
 
 
 def test_a_group_the_controller_does_not_know_is_shown_as_registered(clock: FakeClock) -> None:
     controller = Controller()
     controller.set(1, {1: A1}, group="broker-other")
-    controller.groups[GROUP] = ControllerGroup("AnotherCluster", 1, {1: A1})  # same name, other cluster
     table = RouteTable(clock.monotonic_ms, controller)
     table.register(reg(0, A3, "TopicTest"))
     table.register(reg(1, A1, "TopicTest"))
     assert addrs(table) == {0: A3, 1: A1}
+
+
+# ------------------------------------------------------------------------------ signed registrations
+
+KEY, OTHER_KEY = BrokerKey.generate(), BrokerKey.generate()
+NOW = 1_700_000_000_000
+
+
+def signed(key: BrokerKey, message: bytes = b"registration", at: int = NOW) -> Proof:
+    return Proof(key.sign(message).hex(), at, message)
+
+
+@pytest.fixture
+def keyed(clock: FakeClock) -> RouteTable:
+    """A table whose controller holds a key for broker 1 (A1) and none for broker 2 (A2, a RocketMQ broker)."""
+    controller = Controller()
+    controller.groups[GROUP] = ControllerGroup(CLUSTER, 1, {1: A1, 2: A2}, {1: KEY.public_hex})
+    return RouteTable(clock.monotonic_ms, controller, wall_ms=lambda: NOW + 5_000)
+
+
+def test_a_broker_with_a_key_registers_only_with_its_signature(keyed: RouteTable) -> None:
+    keyed.register(reg(0, A1, "TopicTest", proof=signed(KEY)))
+    keyed.register(reg(2, A2, "TopicTest"))  # no key held for it: the address is enough
+    assert addrs(keyed) == {0: A1, 2: A2}
+
+
+@pytest.mark.parametrize(("proof", "match"), [
+    (None, "not signed with it"),
+    (signed(OTHER_KEY), "not this broker's"),
+    (Proof(signed(KEY).signature, NOW, b"registration, changed"), "not this broker's"),
+    (Proof("ab" * 64, NOW, b"registration"), "not this broker's"),
+    (signed(KEY, at=NOW - 120_000), "ms from this server's clock"),
+])
+def test_a_registration_not_proven_by_the_brokers_key_is_refused(keyed: RouteTable, proof: Proof | None,
+                                                                  match: str) -> None:
+    with pytest.raises(RouteRefused, match=match) as caught:
+        keyed.register(reg(0, A1, "TopicTest", proof=proof))
+    assert caught.value.code == ResponseCode.NO_PERMISSION
+    assert keyed.route("TopicTest") is None
+
+
+def test_a_signed_registration_is_accepted_once(keyed: RouteTable) -> None:
+    proof = signed(KEY)
+    keyed.register(reg(0, A1, "TopicTest", proof=proof, channel="broker"))
+    with pytest.raises(RouteRefused, match="replay"):
+        keyed.register(reg(0, A1, "TopicTest", proof=proof, channel="stranger"))
+    assert keyed.unregister(CLUSTER, A1, GROUP, "broker")  # still the broker's own registration
+
+
+# ------------------------------------------------------------------------------ the connection that registered
+
+
+def test_only_the_connection_that_registered_can_unregister_or_refresh(table: RouteTable, clock: FakeClock) -> None:
+    broker, stranger = object(), object()
+    table.register(reg(0, A1, "TopicTest", channel=broker))
+    assert not table.unregister(CLUSTER, A1, GROUP, stranger)
+    assert addrs(table) == {0: A1}
+    clock.advance(DEFAULT_BROKER_TIMEOUT_MS)
+    table.touch(CLUSTER, A1, stranger)
+    assert table.query_data_version(CLUSTER, A1, stranger) == DataVersion(0, 1, 1)  # read, but not refreshed
+    clock.advance(1)
+    assert table.route("TopicTest") is None
+    table.register(reg(0, A1, "TopicTest", channel=broker))
+    clock.advance(DEFAULT_BROKER_TIMEOUT_MS)
+    table.touch(CLUSTER, A1, broker)
+    clock.advance(DEFAULT_BROKER_TIMEOUT_MS)
+    assert table.query_data_version(CLUSTER, A1, broker) is not None
+    assert table.unregister(CLUSTER, A1, GROUP, broker)
+    assert table.route("TopicTest") is None
 
 
 # ------------------------------------------------------------------------------ hostile registrations

@@ -83,9 +83,15 @@ def route_request(topic: str, version: int = CPP_VERSION, standard: bool | None 
 
 
 @pytest.fixture
-def served() -> ControllerRemoting:
+def a1_conn() -> Conn:
+    """The connection the master (A1) registered on."""
+    return Conn()
+
+
+@pytest.fixture
+def served(a1_conn: Conn) -> ControllerRemoting:
     remoting = controller()
-    assert ask(remoting, registration(0, A1, "TopicTest")).code == ResponseCode.SUCCESS
+    assert ask(remoting, registration(0, A1, "TopicTest"), a1_conn).code == ResponseCode.SUCCESS
     assert ask(remoting, registration(1, A2, "TopicTest", compressed=True)).code == ResponseCode.SUCCESS
     return remoting
 
@@ -162,9 +168,12 @@ def test_103_malformed_is_refused_naming_the_problem(ext: dict[str, str], body: 
     assert answer.remark is not None and match in answer.remark
 
 
-def test_104_unregisters_and_a_closed_connection_forgets(served: ControllerRemoting) -> None:
+def test_104_unregisters_and_a_closed_connection_forgets(served: ControllerRemoting, a1_conn: Conn) -> None:
     header = h.UnRegisterBrokerRequestHeader(broker_name=GROUP, broker_addr=A1, cluster_name=CLUSTER, broker_id=0)
-    assert ask(served, make_request(RC.UNREGISTER_BROKER, 6, header.to_ext_fields())).code == ResponseCode.SUCCESS
+    unregister = make_request(RC.UNREGISTER_BROKER, 6, header.to_ext_fields())
+    assert ask(served, unregister).code == ResponseCode.SUCCESS  # from another connection: answered, ignored
+    assert b'"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"}' in ask(served, route_request("TopicTest")).body
+    assert ask(served, unregister, a1_conn).code == ResponseCode.SUCCESS
     assert b'"brokerAddrs":{1:"127.0.0.1:10921"}' in ask(served, route_request("TopicTest")).body
     conn = Conn()
     ask(served, registration(3, "127.0.0.1:10941", "TopicTest"), conn)
@@ -173,12 +182,12 @@ def test_104_unregisters_and_a_closed_connection_forgets(served: ControllerRemot
     assert b"10941" not in ask(served, route_request("TopicTest")).body
 
 
-def test_a_heartbeat_keeps_the_registration_fresh(served: ControllerRemoting) -> None:
+def test_a_heartbeat_keeps_the_registration_fresh(served: ControllerRemoting, a1_conn: Conn) -> None:
     header = h.BrokerHeartbeatRequestHeader(cluster_name=CLUSTER, broker_addr=A1, broker_name=GROUP, broker_id=1)
     manager = cast(Manager, served.m)
     manager.clock.advance(100_000)
     asyncio.run(served.handle(make_request(RC.BROKER_HEARTBEAT, 7, header.to_ext_fields(), oneway=True),
-                              Conn()))  # type: ignore[arg-type]
+                              a1_conn))  # type: ignore[arg-type]
     manager.clock.advance(100_000)
     assert b'"brokerAddrs":{0:"127.0.0.1:10911"}' in ask(served, route_request("TopicTest")).body
     assert len(manager.beats) == 1  # and the controller's liveness got it too
@@ -199,11 +208,12 @@ def test_with_an_auth_token_only_signed_registrations_count_and_routes_are_still
     assert ask(remoting, route_request("TopicTest")).code == ResponseCode.SUCCESS
 
 
-def test_322_says_whether_the_data_version_changed_and_keeps_the_registration(served: ControllerRemoting) -> None:
+def test_322_says_whether_the_data_version_changed_and_keeps_the_registration(served: ControllerRemoting,
+                                                                             a1_conn: Conn) -> None:
     def query(address: str, version: DataVersion) -> RemotingCommand:
         header = h.QueryDataVersionRequestHeader(broker_name=GROUP, broker_addr=address, cluster_name=CLUSTER,
                                                  broker_id=0)
-        return ask(served, make_request(RC.QUERY_DATA_VERSION, 8, header.to_ext_fields(), version.encode()))
+        return ask(served, make_request(RC.QUERY_DATA_VERSION, 8, header.to_ext_fields(), version.encode()), a1_conn)
 
     same = query(A1, DataVersion(0, 1, 1))
     assert (same.code, dict(same.ext_fields), same.body) == (
