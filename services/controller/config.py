@@ -56,6 +56,9 @@ class ControllerConfig(TlsProperties):
     controllerRaftPassword: str = ""
     controllerRaftPasswordFile: str = ""
     authToken: str = ""
+    #: Over remoting, also take requests signed in mqctl's older, malleable form (RocketMQ's ACL signature
+    #: plus mqctlSigned, without mqctlSignature), for the time it takes to upgrade a cluster's brokers.
+    acceptLegacySignatures: bool = False
     listenAddress: str = ""
     enableElectUncleanMaster: bool = False
     notifyBrokerRoleChanged: bool = True
@@ -177,7 +180,7 @@ _BOUNDS = (
 
 #: Settings an operator may change on a running controller (updateControllerConfig).
 RUNTIME_UPDATABLE = frozenset({
-    "enableElectUncleanMaster", "notifyBrokerRoleChanged", "scanInactiveMasterInterval",
+    "enableElectUncleanMaster", "acceptLegacySignatures", "notifyBrokerRoleChanged", "scanInactiveMasterInterval",
     "scanNotActiveBrokerInterval", "electMasterMaxRetryCount", "controllerRequestTimeoutMillis", "logLevel",
 })
 #: Never updatable remotely (RocketMQ's black list plus our own path and secret settings).

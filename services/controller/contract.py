@@ -200,6 +200,8 @@ class Metadata(View):
     selfId: str | None = None
     selfAddress: str | None = None
     peers: list[str] = Field(default_factory=list)
+    #: The controller group's id (made at its first start; mqctl's own, absent from RocketMQ's).
+    clusterId: str | None = None
 
 
 class Elected(View):

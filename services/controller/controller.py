@@ -49,6 +49,7 @@ from services.controller.state_machine import (
     ElectMasterRequest,
     ReplicasInfoManager,
 )
+from services.controller.store_identity import StoreStamp, keep_stamp, new_cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,23 @@ class ControllerManager:
         self.scans = Scans(self)
         self.elections: dict[str, int] = {}
         self.leader_since_ms: int | None = None
+        self.stamp: StoreStamp | None = None
+        self._on_foreign_store: Callable[[str], None] = lambda reason: None
 
     # ------------------------------------------------------------------ lifecycle
     def attach_raft(self, raft: RaftNode) -> None:
         self.raft = raft
+
+    def attach_store_stamp(self, stamp: StoreStamp, on_foreign: Callable[[str], None]) -> None:
+        """Keep ``stamp`` in step with the replicated cluster id; ``on_foreign`` is told (and must stop the
+        node) if this node's state turns out to be another group's."""
+        self.stamp = stamp
+        self._on_foreign_store = on_foreign
+
+    def cluster_id(self) -> str | None:
+        """The group's id as this node knows it: from its state, else from its stamp (before its log replays)."""
+        state = self.raft.read(lambda s: s.cluster_id) if self.raft is not None else None
+        return state or (self.stamp.identity.cluster_id if self.stamp is not None else None) or None
 
     def on_raft_state_changed(self, is_leader: bool) -> None:
         """Called on pysyncobj's tick thread."""
@@ -92,6 +106,10 @@ class ControllerManager:
         self._barrier_lock = asyncio.Lock()
         self.notifier.start()
         self.scans.start()
+        if self.stamp is not None and self.raft is not None:
+            raft = self.raft
+            self._tasks.append(asyncio.create_task(keep_stamp(self.stamp, lambda: raft.read(lambda s: s.cluster_id),
+                                                              self._on_foreign_store), name="store-stamp"))
         if self.raft is not None and self.raft.is_leader():
             self._leadership_changed(True)
 
@@ -101,6 +119,9 @@ class ControllerManager:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)  # each ends, however it ends
         await self.notifier.stop()
+        if self.stamp is not None and self.raft is not None:
+            with contextlib.suppress(ConfigError):  # the last chance to stamp an id applied just now
+                self.stamp.record(self.raft.read(lambda s: s.cluster_id))
 
     def _leadership_changed(self, is_leader: bool) -> None:
         if is_leader:
@@ -113,8 +134,10 @@ class ControllerManager:
     async def _take_office(self) -> None:
         assert self.raft is not None
         while self.raft.is_leader() and not self._serving:
+            # The group's first leader also gives it its id (store_identity.py); a later proposal is ignored.
+            proposed = None if self.raft.read(lambda s: s.cluster_id) else new_cluster_id()
             try:
-                await self.raft.barrier(timeout_s=1.0)
+                await self.raft.barrier(timeout_s=1.0, cluster_id=proposed)
             except RaftError as exc:
                 log.info("leader barrier not committed yet (%s); retrying", exc.reason)
                 await asyncio.sleep(0.05)
@@ -183,7 +206,7 @@ class ControllerManager:
             "controllerLeaderId": leader.id if leader else None,
             "controllerLeaderAddress": leader.address if leader else None,
             "isLeader": self.serving, "selfId": me.id, "selfAddress": me.address,
-            "peers": [f"{p.id}:{p.address}" for p in self.peers],
+            "peers": [f"{p.id}:{p.address}" for p in self.peers], "clusterId": self.cluster_id(),
         }
         if self.raft is not None:
             data["raft"] = self.raft.status()

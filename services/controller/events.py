@@ -143,3 +143,10 @@ def encode_batch(writes: list[tuple[list[Event], str]]) -> str:
 
 def encode_noop(request_id: str) -> str:
     return json.dumps({"v": 1, "kind": "noop", "reqId": request_id}, separators=(",", ":"))
+
+
+def encode_identity(cluster_id: str, request_id: str) -> str:
+    """A no-op that also names the controller group's id (the first one committed holds; see
+    store_identity.py). An older node applies it as a no-op, since it knows no kind ``identity``."""
+    return json.dumps({"v": 1, "kind": "identity", "clusterId": cluster_id, "reqId": request_id},
+                      separators=(",", ":"))

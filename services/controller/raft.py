@@ -36,6 +36,7 @@ from services.controller.events import (
     Event,
     encode_batch,
     encode_entry,
+    encode_identity,
     encode_noop,
     event_from_dict,
 )
@@ -134,7 +135,10 @@ def _apply_write(manager: ReplicasInfoManager, data: dict[str, Any]) -> dict[str
     request_id = str(data.get("reqId", ""))
     if request_id and manager.seen_request(request_id):
         return {"ok": True, "duplicate": True}
-    if data.get("kind", "events") == "events":
+    kind = data.get("kind", "events")
+    if kind == "identity":
+        manager.adopt_cluster_id(data.get("clusterId"))
+    elif kind == "events":
         for raw in data.get("events", []):
             try:
                 event = event_from_dict(raw)
@@ -233,12 +237,15 @@ class RaftNode:
             return
         self._submit(loop, entry, [future for _, _, future, _ in chunk], max(t for _, _, _, t in chunk))
 
-    async def barrier(self, timeout_s: float) -> None:
+    async def barrier(self, timeout_s: float, cluster_id: str | None = None) -> None:
         """Commit a no-op: when it returns, this node was leader of a majority after the call began,
-        and has applied every entry committed before it."""
+        and has applied every entry committed before it. With ``cluster_id``, the no-op also proposes it as
+        the group's id (kept only if the state has none yet)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._submit(loop, encode_noop(new_request_id()), [future], timeout_s)
+        request_id = new_request_id()
+        entry = encode_identity(cluster_id, request_id) if cluster_id else encode_noop(request_id)
+        self._submit(loop, entry, [future], timeout_s)
         await future
 
     def _submit(self, loop: asyncio.AbstractEventLoop, entry: str, futures: list[asyncio.Future[dict[str, Any]]],

@@ -16,8 +16,9 @@ name-server registration fresh, as RocketMQ's name server treats it.
 
 With ``authToken`` configured, the requests the HTTP API protects (every write, heartbeats included) and
 the name-server registrations (103, 104, 322) must be signed with the token (services/remoting/acl.py:
-RocketMQ's ACL signature, plus the request code and signing time, each signature accepted once); others
-are refused with ``NO_PERMISSION`` naming why, and a oneway one is dropped.
+an HMAC over the request code, the signing time, every field by name and the body, each signature accepted
+once; RocketMQ's own ACL signature is not enough); others are refused with ``NO_PERMISSION`` naming why,
+and a oneway one is dropped.
 
 mqctl's brokers add a few fields to RocketMQ's requests (their key, the master's signature over an
 alter, ``asyncLearner``) and ask 88001 GET_BROKER_KEYS: see services/remoting/mqctl_ext.py.
@@ -123,6 +124,7 @@ class ControllerRemoting:
         token = self.m.config.authToken
         if self._verifier is None or self._verifier.secret != token:
             self._verifier = Verifier(token)
+        self._verifier.accept_legacy = self.m.config.acceptLegacySignatures  # runtime-updatable; memory kept
         return self._verifier
 
     def on_closed(self, conn: RemotingConnection) -> None:

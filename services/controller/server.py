@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from pathlib import Path
 
+from services.common.controller_client import ControllerClient
+from services.common.errors import ConfigError, MqctlError
 from services.common.httpserver import make_server
 from services.common.logsetup import CONTEXT, add_secret
 from services.common.logsetup import setup_logging as _setup_logging
@@ -17,8 +21,19 @@ from services.controller.controller import ControllerManager
 from services.controller.raft import RaftNode, RaftSettings
 from services.controller.raft_secret import resolve_password
 from services.controller.remoting import ControllerRemoting
+from services.controller.store_identity import (
+    StoreIdentity,
+    StoreStamp,
+    identity_of,
+    open_stamp,
+    peer_verdict,
+    valid_cluster_id,
+)
 
 log = logging.getLogger("mqctl.controller")
+
+#: How long the start-up check waits for each peer's answer (a peer that is down only delays the start).
+PEER_CHECK_TIMEOUT_S = 1.0
 
 
 def build_config(config_file: str | None, overrides: dict[str, str],
@@ -36,6 +51,36 @@ def build_config(config_file: str | None, overrides: dict[str, str],
     return config
 
 
+def check_store(config: ControllerConfig) -> tuple[StoreIdentity, str | None]:
+    """The store's stamp (services/controller/store_identity.py), refused with a ConfigError if it is another
+    group's: by the stamp itself, or by a peer that answers for another cluster id. Also what to log."""
+    identity, note = open_stamp(config.store_dir / "raft", identity_of(config))
+    if identity.cluster_id and len(config.peers()) > 1:
+        answers = {p.id: (p.address, _peer_cluster_id(p.address)) for p in config.peers()
+                   if p.id != config.controllerDLegerSelfId}
+        refusal = peer_verdict(identity, config.store_dir, answers)
+        if refusal is not None:
+            raise ConfigError(refusal)
+    return identity, note
+
+
+def _peer_cluster_id(address: str) -> str | None:
+    """The cluster id a peer answers for; None if it is down, does not say (an older version, an empty store)
+    or answers nonsense."""
+    try:
+        with ControllerClient([address], timeout=PEER_CHECK_TIMEOUT_S) as client:
+            value = client.metadata(address).clusterId
+    except MqctlError:
+        return None
+    return value if valid_cluster_id(value) else None
+
+
+def _stop_on_foreign_state(reason: str) -> None:
+    """This node's Raft state turned out to be another group's: stop (cleanly) rather than serve it."""
+    log.critical("%s", reason)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def setup_logging(config: ControllerConfig) -> Path:
     CONTEXT["node"] = config.controllerDLegerSelfId
     return _setup_logging(config.store_dir / "logs" / "controller.log", config.logLevel)
@@ -47,17 +92,21 @@ def run(config: ControllerConfig) -> None:
     host = config.listen_host()
     check_port_free(host, me.port, "controller API")
     check_port_free(host, me.raft_port, "Raft peer port")
+    config.use_as_client()
+    identity, note = check_store(config)  # before anything is written to the store
     password, password_source = resolve_password(config)
     add_secret(password)  # masked in every log line, like the auth token
     log_file = setup_logging(config)
     log.info("starting controller %s (group %s) api=%s raft=%s peers=%s store=%s log=%s", me.id,
              config.controllerDLegerGroup, me.address, me.raft_address, config.controllerDLegerPeers,
              config.store_dir, log_file)
+    if note:
+        log.warning("%s", note)
     log.info("Raft port %s:%d%s: encrypted and authenticated with the password from %s", host,
              me.raft_port, " (every interface)" if host in ("0.0.0.0", "::") else "", password_source)
     log.info("API and remoting port %s:%d: %s", host, me.port, config.tls_summary())
-    config.use_as_client()
     manager = ControllerManager(config)
+    manager.attach_store_stamp(StoreStamp(config.store_dir / "raft", identity), _stop_on_foreign_state)
     raft = RaftNode(RaftSettings(
         self_address=me.raft_address,
         peer_addresses=[p.raft_address for p in config.peers() if p.id != me.id],

@@ -76,6 +76,8 @@ class ControllerResult:
 
 #: A broker id as Long.valueOf reads one (an optional sign, then digits; at most a long's 19).
 _DECIMAL_ID = re.compile(r"[+-]?[0-9]{1,19}")
+#: A controller group's id: 128 bits in lower-case hex (services/controller/store_identity.py makes them).
+_CLUSTER_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _fail(code: ResponseCode, remark: str, data: dict[str, Any] | None = None) -> ControllerResult:
@@ -219,6 +221,8 @@ class ReplicasInfoManager:
         self.history = EventHistory()
         self.next_event_index = 0
         self.applied_requests: OrderedDict[str, None] = OrderedDict()
+        #: The controller group's id (store_identity.py): set once, by the first identity entry committed.
+        self.cluster_id: str | None = None
 
     # ------------------------------------------------------------------ snapshots (pickle-safe)
     def __getstate__(self) -> dict[str, Any]:
@@ -229,13 +233,16 @@ class ReplicasInfoManager:
         self.load_dict(state)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "v": STATE_FORMAT_VERSION,
             "brokerSets": [b.to_dict() for b in self.broker_sets.values()],
             "history": self.history.rows(),
             "nextEventIndex": self.next_event_index,
             "appliedRequests": list(self.applied_requests),
         }
+        if self.cluster_id is not None:
+            state["clusterId"] = self.cluster_id  # an older version's snapshot reader ignores the key
+        return state
 
     def load_dict(self, state: dict[str, Any]) -> None:
         if state.get("v") not in (1, STATE_FORMAT_VERSION):
@@ -246,6 +253,8 @@ class ReplicasInfoManager:
         self.next_event_index = state["nextEventIndex"]
         self.applied_requests = OrderedDict((_request_key(r), None) for r in state["appliedRequests"])
         _trim(self.applied_requests)
+        self.cluster_id = None
+        self.adopt_cluster_id(state.get("clusterId"))
 
     # ------------------------------------------------------------------ request de-duplication
     def seen_request(self, request_id: str) -> bool:
@@ -254,6 +263,11 @@ class ReplicasInfoManager:
     def remember_request(self, request_id: str) -> None:
         self.applied_requests[_request_key(request_id)] = None
         _trim(self.applied_requests)
+
+    def adopt_cluster_id(self, cluster_id: object) -> None:
+        """Apply a committed identity entry: the group's id is the first valid one committed, never replaced."""
+        if self.cluster_id is None and isinstance(cluster_id, str) and _CLUSTER_ID.fullmatch(cluster_id):
+            self.cluster_id = cluster_id
 
     # ------------------------------------------------------------------ read commands
     def get_next_broker_id(self, cluster: str, broker_name: str) -> ControllerResult:

@@ -6,7 +6,7 @@
 * ``fastjson`` -- JSON as RocketMQ's fastjson writes it (bare integer map keys) with size/depth limits;
 * ``bodies``   -- the JSON bodies (SyncStateSet, BrokerReplicasInfo, ClusterInfo, TopicRouteData, ...);
 * ``errors``   -- ``RemotingProtocolError`` (drop the connection), ``HeaderFieldError``, ``BodyError``;
-* ``acl``      -- requests signed with the auth token (RocketMQ's ACL signature, plus code, time, replay);
+* ``acl``      -- requests signed with the auth token (fields by name, code, time, body; replay; RocketMQ's ACL too);
 * ``mqctl_ext`` -- the fields and the one request mqctl's brokers add to RocketMQ's controller requests.
 
 docs/remoting.md describes the wire format, the limits and how compatibility is tested.

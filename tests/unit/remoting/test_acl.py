@@ -1,5 +1,5 @@
-"""Signed remoting requests (services/remoting/acl.py): RocketMQ's ACL signature, plus code, time and replay
-checks."""
+"""Signed remoting requests (services/remoting/acl.py): mqctl's signature over a canonical encoding (names,
+lengths, code, time, body), RocketMQ's ACL signature beside it, and the time and replay checks."""
 
 from __future__ import annotations
 
@@ -10,23 +10,26 @@ from hypothesis import strategies as st
 
 from services.remoting.acl import (
     ACCESS_KEY,
+    BOUND,
+    LABEL,
     SIGNATURE,
     SIGNED,
     ReplayGuard,
     Verifier,
+    canonical,
     content,
     sign,
     signature,
 )
 from services.remoting.bodies import SyncStateSet
-from services.remoting.command import RequestCode, make_request
+from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.mqctl_ext import BrokerExtension, BrokerKeys
 
 NOW = 1_790_000_000_000
 SECRET = "s3cret"
 
 
-def heartbeat(**fields: str) -> object:
+def heartbeat(**fields: str) -> RemotingCommand:
     return make_request(RequestCode.BROKER_HEARTBEAT, 7, {"brokerName": "broker-a", "brokerId": "1", **fields},
                         oneway=True)
 
@@ -45,6 +48,7 @@ def test_a_signed_request_is_accepted_once() -> None:
     verifier = Verifier(SECRET)
     request = sign(heartbeat(), SECRET, NOW)
     assert request.ext_fields[ACCESS_KEY] == "mqctl" and request.ext_fields[SIGNED] == f"904:{NOW}"
+    assert len(request.ext_fields[BOUND]) == 44  # base64 of HMAC-SHA256
     assert verifier.check(request, NOW + 5) is None
     replayed = verifier.check(replace(request, opaque=99), NOW + 10)
     assert replayed is not None and "replay" in replayed
@@ -74,9 +78,9 @@ def test_unsigned_stale_future_and_malformed_requests_are_refused_with_a_reason(
     for stamp in ("904", "x:1", "904:-5", "904:" + "9" * 40, ":"):
         forged = replace(bad_stamp, ext_fields={**bad_stamp.ext_fields, SIGNED: stamp})
         assert SIGNED in (verifier.check(forged, NOW) or ""), stamp
-    huge = replace(bad_stamp, ext_fields={**bad_stamp.ext_fields, SIGNATURE: "A" * 10_000})
+    huge = replace(bad_stamp, ext_fields={**bad_stamp.ext_fields, BOUND: "A" * 10_000})
     assert "does not match" in (verifier.check(huge, NOW) or "")
-    unicode = replace(bad_stamp, ext_fields={**bad_stamp.ext_fields, SIGNATURE: "é" * 28})
+    unicode = replace(bad_stamp, ext_fields={**bad_stamp.ext_fields, BOUND: "é" * 44})
     assert "does not match" in (verifier.check(unicode, NOW) or "")
 
 
@@ -116,3 +120,95 @@ def test_the_broker_extension_fields_are_checked_and_the_keys_body_round_trips()
     body = BrokerKeys({1: key, 2: ""}).encode()
     assert body == b'{"brokerKeys":{1:"' + key.encode() + b'",2:""}}'
     assert BrokerKeys.decode(body).keys == {1: key, 2: ""}
+
+
+def shifted(request: RemotingCommand, left: str, right: str, count: int) -> RemotingCommand:
+    """The first ``count`` characters of ``right`` moved to the end of its neighbour ``left``."""
+    ext = dict(request.ext_fields)
+    ext[left], ext[right] = ext[left] + ext[right][:count], ext[right][count:]
+    return replace(request, ext_fields=ext)
+
+
+def full_heartbeat(now: int = NOW) -> RemotingCommand:
+    return sign(make_request(RequestCode.BROKER_HEARTBEAT, 7, {
+        "clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerAddr": "127.0.0.1:10911", "brokerId": "1",
+        "epoch": "1", "heartbeatTimeoutMills": "30000", "maxOffset": "0"}, oneway=True), SECRET, now)
+
+
+def test_moving_characters_between_neighbouring_fields_keeps_rocketmqs_content_but_is_refused() -> None:
+    request = full_heartbeat()
+    forged = shifted(request, "epoch", "heartbeatTimeoutMills", 2)  # the issue's epoch 1 -> 130
+    assert (forged.ext_fields["epoch"], forged.ext_fields["heartbeatTimeoutMills"]) == ("130", "000")
+    assert content(forged.ext_fields, b"") == content(request.ext_fields, b"")  # RocketMQ's check cannot tell
+    assert signature(SECRET, forged.ext_fields, b"") == forged.ext_fields[SIGNATURE]
+    assert "does not match" in (Verifier(SECRET).check(forged, NOW) or "")
+    assert Verifier(SECRET).check(request, NOW) is None
+
+
+def test_moving_bytes_between_the_last_field_and_the_body_is_refused() -> None:
+    request = sign(make_request(RequestCode.QUERY_DATA_VERSION, 1, {"brokerName": "b", "zz": "ab"}, b"cd"), SECRET,
+                   NOW)
+    assert max(request.ext_fields) == "zz"  # the field whose value RocketMQ's content puts before the body
+    moved = replace(request, ext_fields={**request.ext_fields, "zz": "a"}, body=b"bcd")
+    assert content(moved.ext_fields, moved.body) == content(request.ext_fields, request.body)
+    assert "does not match" in (Verifier(SECRET).check(moved, NOW) or "")
+
+
+def test_the_canonical_encoding_names_every_field_with_lengths() -> None:
+    encoded = canonical(904, {"b": "xy", "a": "", SIGNATURE: "ignored", BOUND: "ignored"}, b"BODY")
+    assert encoded == (LABEL + b"\x00\x00\x03\x88" + b"\x00\x00\x00\x02"
+                       + b"\x00\x00\x00\x01a" + b"\x00\x00\x00\x00"
+                       + b"\x00\x00\x00\x01b" + b"\x00\x00\x00\x02xy"
+                       + b"\x00\x00\x00\x00\x00\x00\x00\x04BODY")
+
+
+fields_strategy = st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=4)
+
+
+@given(fields_strategy, st.binary(max_size=8), fields_strategy, st.binary(max_size=8))
+def test_different_fields_or_bodies_never_encode_alike(a: dict[str, str], body_a: bytes, b: dict[str, str],
+                                                      body_b: bytes) -> None:
+    a = {k: v for k, v in a.items() if k not in (SIGNATURE, BOUND)}
+    b = {k: v for k, v in b.items() if k not in (SIGNATURE, BOUND)}
+    if (a, body_a) != (b, body_b):
+        assert canonical(1, a, body_a) != canonical(1, b, body_b)
+    assert canonical(1, a, body_a) != canonical(2, a, body_a)
+
+
+def test_a_signed_request_still_carries_rocketmqs_signature_over_every_other_field() -> None:
+    request = full_heartbeat()
+    others = {k: v for k, v in request.ext_fields.items() if k != SIGNATURE}
+    assert BOUND in others and request.ext_fields[SIGNATURE] == signature(SECRET, others, b"")
+
+
+def legacy(request: RemotingCommand) -> RemotingCommand:
+    """``request`` as mqctl signed before mqctlSignature: RocketMQ's signature and mqctlSigned."""
+    ext = {k: v for k, v in request.ext_fields.items() if k not in (BOUND, SIGNATURE)}
+    return replace(request, ext_fields={**ext, SIGNATURE: signature(SECRET, ext, request.body)})
+
+
+def test_rocketmqs_signature_alone_is_never_accepted_and_mqctls_older_form_only_when_told() -> None:
+    rocketmq = replace(heartbeat(), ext_fields={**heartbeat().ext_fields, ACCESS_KEY: "rocketmq"})
+    rocketmq = replace(rocketmq, ext_fields={**rocketmq.ext_fields, SIGNATURE: signature(SECRET, rocketmq.ext_fields,
+                                                                                         b"")})
+    for verifier in (Verifier(SECRET), Verifier(SECRET, accept_legacy=True)):
+        assert "RocketMQ's ACL signature alone" in (verifier.check(rocketmq, NOW) or "")
+    older = legacy(full_heartbeat())
+    assert "acceptLegacySignatures" in (Verifier(SECRET).check(older, NOW) or "")
+    tolerant = Verifier(SECRET, accept_legacy=True)
+    assert tolerant.check(older, NOW) is None
+    assert "replay" in (tolerant.check(older, NOW) or "")
+    changed = replace(older, ext_fields={**older.ext_fields, "brokerId": "2"})
+    assert "does not match" in (tolerant.check(changed, NOW) or "")
+
+
+def test_with_the_older_form_accepted_a_new_request_and_its_stripped_copy_count_as_one() -> None:
+    tolerant = Verifier(SECRET, accept_legacy=True)
+    request = full_heartbeat()
+    assert tolerant.check(request, NOW) is None
+    # mqctlSignature removed and its text appended to the field before it: RocketMQ's content is unchanged
+    ext = {k: v for k, v in request.ext_fields.items() if k != BOUND}
+    ext["maxOffset"] += request.ext_fields[BOUND]
+    stripped = replace(request, ext_fields=ext)
+    assert signature(SECRET, ext, b"") == ext[SIGNATURE]
+    assert "replay" in (tolerant.check(stripped, NOW) or "")

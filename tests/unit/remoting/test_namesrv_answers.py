@@ -45,7 +45,8 @@ class Manager:
     """What ControllerRemoting needs of a ControllerManager for these codes (no Raft: no controller view)."""
 
     def __init__(self, token: str) -> None:
-        self.clock, self.raft, self.config = FakeClock(), None, SimpleNamespace(authToken=token)
+        self.clock, self.raft = FakeClock(), None
+        self.config = SimpleNamespace(authToken=token, acceptLegacySignatures=False)
         self.beats: list[object] = []
 
     def on_heartbeat(self, heartbeat: object) -> None:
