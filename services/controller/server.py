@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from services.common.addresses import address_key
+from services.common.conncap import KnownPeers
 from services.common.httpserver import make_server
 from services.common.logsetup import CONTEXT, add_secret
 from services.common.logsetup import setup_logging as _setup_logging
@@ -39,6 +41,18 @@ def build_config(config_file: str | None, overrides: dict[str, str],
 def setup_logging(config: ControllerConfig) -> Path:
     CONTEXT["node"] = config.controllerDLegerSelfId
     return _setup_logging(config.store_dir / "logs" / "controller.log", config.logLevel)
+
+
+def known_peers(config: ControllerConfig, manager: ControllerManager) -> KnownPeers:
+    """Whose connections get the half of the cap strangers cannot take: the controllers of the group and
+    every registered broker (by the address it registered)."""
+    def registered() -> set[str]:
+        if manager.raft is None:
+            return set()
+        addresses: set[str] = manager.raft.read(
+            lambda s: {e.address for bs in s.broker_sets.values() for e in bs.brokers.values()})
+        return {key[0] for key in map(address_key, addresses) if key is not None}
+    return KnownPeers([p.host for p in config.peers()], registered)
 
 
 def run(config: ControllerConfig) -> None:
@@ -79,11 +93,14 @@ def run(config: ControllerConfig) -> None:
 
     remoting = ControllerRemoting(manager)
 
+    limits = config.http_limits()
+
     def remoting_connection(server_state: object) -> RemotingConnection:
-        return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state)
+        return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state,
+                                  head_timeout_s=limits.header_timeout_s, frame_timeout_s=limits.body_timeout_s)
 
     server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection,
-                         limits=config.http_limits(), tls=config.server_tls())
+                         limits=limits, tls=config.server_tls(), known=known_peers(config, manager))
     try:
         server.run()
     finally:
