@@ -8,7 +8,9 @@ Checks (each returns a list of violations, empty when it holds):
 - every replica of the final SyncStateSet holds the same bytes up to confirmOffset;
 - the replicas' epoch histories are prefixes of one another;
 - in the controller's history, masterEpoch only increases, there is at most one master per epoch, and
-  an elected master came from the SyncStateSet unless the election is marked UNCLEAN.
+  an elected master came from the SyncStateSet unless the election is marked UNCLEAN;
+- an attack fault (a stranger's, a foreign web page's) achieved nothing it must not: no failover, no
+  restarted broker kept out.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def check(cluster: DevCluster, history: History) -> Verdict:
     verdict.add("replicas differ", _replicas_identical(cluster, state))
     verdict.add("epoch histories", _epoch_prefixes(state))
     verdict.add("controller history", _controller_history(controller_events(cluster)))
+    verdict.add("attack effects", history.attack_effects[:20])
     recoveries = [f.recovery_ms for f in history.faults if f.recovery_ms is not None]
     verdict.stats = {
         "acknowledged": len(by_status["ok"]), "failed": len(by_status["failed"]),

@@ -33,11 +33,33 @@ def source_for(host: str) -> str | None:
     return STRANGER if host.startswith("127.") else None
 
 
-def raise_fd_limit() -> None:
-    """This process may hold as many sockets as its hard limit allows."""
+def raise_fd_limit() -> int:
+    """This process may hold as many sockets as its hard limit allows (returned)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return int(hard if hard != resource.RLIM_INFINITY else 1 << 20)
+
+
+#: Linux's IP_BIND_ADDRESS_NO_PORT: a socket bound to a source address before it connects gets its port at
+#: connect time, so the ports of one source address are not used up by connections to different servers.
+_BIND_ADDRESS_NO_PORT = 24
+
+
+async def connect_from(host: str, port: int, source: str | None) -> socket.socket:
+    """A non-blocking socket connected to ``host:port`` from ``source`` (any address if None)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        if source:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_IP, _BIND_ADDRESS_NO_PORT, 1)
+            sock.bind((source, 0))
+        await asyncio.get_running_loop().sock_connect(sock, (host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def open_from(host: str, port: int, source: str | None, timeout: float = 5.0) -> socket.socket:
@@ -113,8 +135,7 @@ class Trickler:
                 await asyncio.sleep(0.05)
 
     async def _trickle(self, host: str, port: int) -> None:
-        source = source_for(host)
-        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0) if source else None)
+        reader, writer = await asyncio.open_connection(sock=await connect_from(host, port, source_for(host)))
         started = time.monotonic()
         self.opened += 1
         self.open_now += 1
