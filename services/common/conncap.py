@@ -7,11 +7,12 @@ connection is answered ``503 SYSTEM_BUSY`` and closed (in TLS it is closed at on
 before a handshake).
 
 A connection is a **known peer's** when it comes from the address of a peer the node knows (a controller of
-its group, a registered broker; for a broker its controllers and the replicas of its group: ``KnownPeers``)
-or, in TLS, when it presented a client certificate the node's CA signed. Any other connection is a
-**stranger's**. Strangers hold at most half the cap (``stranger_share``), so the other half is there for
-known peers whatever strangers do; and a known peer that finds the cap full closes the oldest idle stranger
-(one with no request being served) rather than be refused.
+its group, a registered broker; for a broker its controllers and the replicas of its group: ``KnownPeers``).
+Any other connection is a **stranger's**; in TLS it becomes a known peer's once its handshake shows a client
+certificate the node's CA signed (at accept, nothing tells it from any other stranger's). Strangers hold at
+most half the cap (``stranger_share``), so the other half is there for known peers whatever strangers do;
+and a known peer that finds the cap full closes the oldest idle stranger (one with no request being served)
+rather than be refused.
 """
 
 from __future__ import annotations
@@ -96,14 +97,20 @@ class KnownPeers:
         return host in self._current
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _resolve(names: Iterable[str]) -> set[str]:
     found: set[str] = set()
     for name in names:
-        try:
-            found.add(str(ipaddress.ip_address(name.strip("[]"))))
+        if _is_ip(name):
+            found.add(normal_ip(name))
             continue
-        except ValueError:
-            pass
         try:
             found.update(normal_ip(str(info[4][0])) for info in socket.getaddrinfo(name, None))
         except OSError as exc:
