@@ -21,7 +21,9 @@ from services.common.httplimits import (
     DEFAULT_HEADER_TIMEOUT_MS,
     DEFAULT_MAX_CONNECTIONS,
     MIB,
+    WILDCARDS,
     HttpLimits,
+    parse_host_names,
 )
 from services.common.props import to_bool, to_int
 from services.common.remoting_conn import IDLE_TIMEOUT_S
@@ -90,6 +92,8 @@ class BrokerConfig(TlsProperties):
     httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
     httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
     httpBodyTimeoutMillis: int = DEFAULT_BODY_TIMEOUT_MS
+    #: More names clients reach this broker by (a reverse proxy's, a DNS alias), comma-separated.
+    httpAllowedHosts: str = ""
     strictConfig: bool = False
 
     @property
@@ -147,7 +151,10 @@ class BrokerConfig(TlsProperties):
                           header_timeout_s=self.httpHeaderTimeoutMillis / 1000,
                           body_timeout_s=self.httpBodyTimeoutMillis / 1000,
                           route_body_bytes=dict.fromkeys(SEND_ROUTES, send),
-                          body_budget_bytes=max(64 * MIB, 4 * send))
+                          body_budget_bytes=max(64 * MIB, 4 * send),
+                          host_names=frozenset(h.lower().strip("[]") for h in {self.listenAddress, self.brokerIP1}
+                                               - set(WILDCARDS)),
+                          extra_hosts=parse_host_names(self.httpAllowedHosts, "httpAllowedHosts"))
 
     def validate(self) -> None:
         self._validate_limits()
@@ -210,6 +217,10 @@ class BrokerConfig(TlsProperties):
 
     def _validate_limits(self) -> None:
         check_token(self.authToken, "authToken")
+        try:
+            parse_host_names(self.httpAllowedHosts, "httpAllowedHosts")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.controllerHeartBeatTimeoutMills > MAX_HEARTBEAT_TIMEOUT_MS:
             raise ConfigError(f"controllerHeartBeatTimeoutMills must be at most {MAX_HEARTBEAT_TIMEOUT_MS} ms, and "
                               "at most the controllers' maxHeartbeatTimeoutMillis (180000 unless changed)")

@@ -97,6 +97,8 @@ class BrokerRemoting:
         self.arrivals = Arrivals()
         self.store_host = _store_host(broker.config.brokerIP1, broker.config.listenPort)
         self._opaque = itertools.count(1)
+        limits = broker.config.http_limits()
+        self._deadlines = (limits.header_timeout_s, limits.body_timeout_s)  # a frame's head, then the rest
         self.puts = PutBatcher(functools.partial(broker.put, validated=True))  # _send validates each alone
         self._tasks: list[asyncio.Task[None]] = []
         self._verifier: Verifier | None = None
@@ -115,7 +117,8 @@ class BrokerRemoting:
     # ------------------------------------------------------------------ wiring
     def connection(self, server_state: Any) -> RemotingConnection:
         """A protocol for one remoting connection on the listen port (make_server's ``binary``)."""
-        return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state, front=self.front)
+        return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state, front=self.front,
+                                  head_timeout_s=self._deadlines[0], frame_timeout_s=self._deadlines[1])
 
     def front(self, request: RemotingCommand, conn: RemotingConnection) -> bool:
         """Sends, served without a task each: checked at once, then answered when their batch is stored

@@ -47,6 +47,9 @@ class Replication(Protocol):
     def retention_floor(self) -> int | None:
         """The lowest commitlog offset a connected slave still needs (None: no slave is connected)."""
 
+    def slave_hosts(self) -> set[str]:
+        """The addresses of the slaves connected to this master that proved who they are."""
+
 
 class LocalOnly:
     def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
@@ -75,6 +78,9 @@ class LocalOnly:
 
     def retention_floor(self) -> int | None:
         return None
+
+    def slave_hosts(self) -> set[str]:
+        return set()
 
     async def start(self) -> None:
         return None
@@ -164,6 +170,9 @@ class AutoSwitchReplication:
 
     def retention_floor(self) -> int | None:
         return self.ha.retention_floor()
+
+    def slave_hosts(self) -> set[str]:
+        return {conn.peer.rpartition(":")[0] for conn in self.ha.connections.values()} if self.ha.active else set()
 
     def in_sync_replicas_nums(self) -> int:
         return self.ha.tracker.in_sync_nums() if self.ha.active else 0

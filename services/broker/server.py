@@ -8,6 +8,8 @@ from pathlib import Path
 from services.broker.api import create_app
 from services.broker.broker import Broker
 from services.broker.config import BrokerConfig, config_from_properties
+from services.common.addresses import address_key
+from services.common.conncap import KnownPeers
 from services.common.errors import ConfigError
 from services.common.httpserver import GracefulServer, make_server
 from services.common.logsetup import CONTEXT
@@ -31,6 +33,16 @@ def build_config(config_file: str | None, overrides: dict[str, str],
 def setup_logging(config: BrokerConfig) -> Path:
     CONTEXT.update(broker=config.brokerName, id=None, role="FENCED", epoch=None)
     return _setup_logging(config.store_dir / "logs" / "broker.log", config.logLevel)
+
+
+def known_peers(broker: Broker) -> KnownPeers:
+    """Whose connections get the half of the cap strangers cannot take: the controllers, the group's master
+    (for a slave) and the slaves that proved their identity on the HA port (for a master)."""
+    def group() -> set[str]:
+        master = address_key(broker.replicas.state.master_address or "")
+        return broker.replication.slave_hosts() | ({master[0]} if master else set())
+    controllers = [key[0] for key in map(address_key, broker.api.addresses) if key is not None]
+    return KnownPeers(controllers, group)
 
 
 def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
@@ -63,7 +75,7 @@ def run(config: BrokerConfig, warnings: list[str] | None = None) -> int:
 
     server = make_server(create_app(broker), host, config.listenPort, started, broker.stop,
                          binary=broker.remoting.connection, limits=config.http_limits(),
-                         tls=config.server_tls())
+                         tls=config.server_tls(), known=known_peers(broker))
     server.run()
     log.info("broker %s stopped", config.brokerName)
     if fatal:

@@ -6,10 +6,10 @@ that connects and sends a request one byte at a time, or declares a body and nev
 connection (and a file descriptor) forever, and the body of a request is read whole whatever its size.
 So, on every connection:
 
-- **Cap.** The outermost protocol counts open connections (their transports, whatever protocol they
-  were handed to: HTTP, websocket, remoting) and answers ``503 SYSTEM_BUSY`` and closes a connection
-  beyond the cap at once. The cap is at most half the process's file descriptors (the soft limit is
-  raised to the hard one at start), so it is reached long before descriptors run out.
+- **Cap.** The outermost protocol counts open connections from accept (services/common/conncap.py: TLS
+  handshakes included, strangers held to half the cap) and answers ``503 SYSTEM_BUSY`` and closes a
+  connection beyond the cap at once. The cap is at most half the process's file descriptors (the soft
+  limit is raised to the hard one at start), so it is reached long before descriptors run out.
 - **Deadlines.** The request line and headers must arrive within ``header_timeout_s`` of the request's
   first byte (or of the connection opening), and the body within ``body_timeout_s`` of the headers;
   otherwise the request is answered ``408`` and the connection closed. Idle keep-alive connections are
@@ -37,7 +37,7 @@ import resource
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -67,12 +67,13 @@ def raise_fd_limit(target: int = FD_TARGET) -> int:
     return int(soft) if soft != resource.RLIM_INFINITY else target
 
 
-class _Throttled:
+class Throttled:
     """One log line per ``period_s`` for a refusal that a flood of connections repeats thousands of
     times a second; the lines left out are counted in the next one."""
 
-    def __init__(self, period_s: float = 10.0) -> None:
+    def __init__(self, period_s: float = 10.0, logger: logging.Logger | None = None) -> None:
         self.period_s = period_s
+        self.logger = logger or log
         self._last = -period_s
         self._skipped = 0
 
@@ -83,10 +84,10 @@ class _Throttled:
             return
         more = f" (and {self._skipped} more like it)" if self._skipped else ""
         self._last, self._skipped = now, 0
-        log.log(level, "%s%s", message, more)
+        self.logger.log(level, "%s%s", message, more)
 
 
-_refusals = _Throttled()
+_refusals = Throttled()
 
 
 def error_response(status: int, code: int, remark: str) -> bytes:
@@ -123,65 +124,6 @@ class Linger:
             self._timer.cancel()
             self._timer = None
             Linger.active -= 1
-
-
-# ---------------------------------------------------------------------------------- connection cap
-class ConnectionCap:
-    """Open connections of one listener, counted by transport (a connection keeps its transport when
-    it is handed from one protocol to another). Closed transports are forgotten lazily, when the count
-    reaches the cap, so admitting a connection is O(1) until the listener is nearly full."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._open: set[asyncio.BaseTransport] = set()
-        self.warnings = _Throttled()
-
-    def admit(self, transport: asyncio.BaseTransport) -> bool:
-        if len(self._open) >= self.limit:
-            self._open = {t for t in self._open if not t.is_closing()}
-        if len(self._open) >= self.limit:
-            return False
-        self._open.add(transport)
-        return True
-
-    def open_count(self) -> int:
-        return sum(1 for t in self._open if not t.is_closing())
-
-
-def capped(protocol_class: type[asyncio.Protocol], cap: ConnectionCap) -> type[asyncio.Protocol]:
-    """``protocol_class`` (uvicorn's constructor signature) refusing connections beyond ``cap``."""
-
-    class Capped(protocol_class):  # type: ignore[valid-type,misc]
-        _refused: Linger | None = None
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            if cap.admit(transport):
-                super().connection_made(transport)
-                return
-            cap.warnings.log(logging.WARNING, f"HTTP connection refused: {cap.limit} connections open (the cap)")
-            writable = cast(asyncio.Transport, transport)
-            writable.write(error_response(503, ResponseCode.SYSTEM_BUSY,
-                                          f"too many open connections (the cap is {cap.limit}); retry shortly"))
-            self._refused = Linger(writable, asyncio.get_running_loop())
-
-        def data_received(self, data: bytes) -> None:
-            if self._refused is None:
-                super().data_received(data)
-
-        def eof_received(self) -> bool | None:
-            if self._refused is None:
-                return cast(bool | None, super().eof_received())
-            self._refused.peer_closed()
-            return None
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._refused is None:
-                super().connection_lost(exc)
-            else:
-                self._refused.ended()
-
-    Capped.__name__ = Capped.__qualname__ = f"Capped{protocol_class.__name__}"
-    return Capped
 
 
 # ---------------------------------------------------------------------------------- head deadline and size
@@ -239,6 +181,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._disarm()
         self._reading_head, self._head_bytes = True, 0
+
+    def busy(self) -> bool:
+        """A request is being served (the connection cap does not close this connection to make room)."""
+        return self.cycle is not None and not self.cycle.response_complete
 
     def handle_websocket_upgrade(self) -> None:
         self._disarm()  # the websocket protocol takes the connection over, with its own keepalive pings

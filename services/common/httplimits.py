@@ -7,6 +7,7 @@ that the configuration modules stay cheap to import.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,6 +27,13 @@ MAX_HEAD_BYTES = 64 * KIB
 SMALL_BODY_BYTES = 64 * KIB
 #: One websocket message (brokers' liveness channels carry only pings).
 WS_MAX_MESSAGE_BYTES = 64 * KIB
+#: A TLS handshake must be over within this long of the connection's accept (or within the head deadline,
+#: if that is shorter): a connection that never sends its ClientHello holds a descriptor until then.
+TLS_HANDSHAKE_TIMEOUT_S = 5.0
+#: A DNS name: dot-separated labels of letters, digits, '-' and '_' (ASCII only), 253 characters at most.
+_HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
+#: Listen addresses that are no name of the node (every interface).
+WILDCARDS = ("", "0.0.0.0", "::", "[::]")
 
 
 @dataclass(frozen=True)
@@ -42,9 +50,18 @@ class HttpLimits:
     #: answered SYSTEM_BUSY instead of being read (many large bodies at once cannot exhaust memory).
     body_budget_bytes: int = 16 * MIB
     ws_max_message_bytes: int = WS_MAX_MESSAGE_BYTES
+    #: The names this node is configured under (its listen address, its own entry in the peer list,
+    #: brokerIP1): a request's Host must be one of them, an IP address, localhost or an ``extra_hosts`` one.
+    host_names: frozenset[str] = frozenset()
+    #: More names clients use for the node (httpAllowedHosts: a reverse proxy's, a DNS alias). A page
+    #: served under one of them is the node's own console, whatever the Host its request arrives with.
+    extra_hosts: frozenset[str] = frozenset()
 
     def body_limit(self, path: str) -> int:
         return self.route_body_bytes.get(path, self.max_body_bytes)
+
+    def tls_handshake_timeout_s(self) -> float:
+        return min(TLS_HANDSHAKE_TIMEOUT_S, self.header_timeout_s)
 
 
 def effective_connection_cap(configured: int, fd_soft_limit: int) -> int:
@@ -52,3 +69,25 @@ def effective_connection_cap(configured: int, fd_soft_limit: int) -> int:
     files, the replication and Raft ports, and outgoing connections, so the cap is reached long before
     descriptors run out."""
     return max(1, min(configured, fd_soft_limit // 2))
+
+
+def stranger_share(cap: int) -> int:
+    """How many of a listener's ``cap`` connections may come from strangers (addresses that are not a known
+    peer's, without a verified client certificate): half, so the other half is always there for the brokers
+    and controllers the node knows."""
+    return max(1, cap // 2)
+
+
+def parse_host_names(text: str, property_name: str) -> frozenset[str]:
+    """A comma-separated list of host names (``httpAllowedHosts``), lower-cased; ValueError naming the
+    property and the entry at fault."""
+    names = set()
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if not _HOST_NAME.fullmatch(item):
+            raise ValueError(f"{property_name} takes host names separated by commas (no scheme, port or path), "
+                             f"got {item!r}")
+        names.add(item.lower().rstrip("."))
+    return frozenset(names)
+

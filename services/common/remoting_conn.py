@@ -3,8 +3,10 @@ each request is handled in its own task (many in flight on one connection, answe
 whatever order they finish), and answers are written in the request's serialize type.
 
 What is bounded: one frame (``max_frame_size``, checked from its length prefix), requests in flight on one
-connection (``max_in_flight``; reading pauses beyond it), and silence (``idle_timeout_s`` without a byte
-closes the connection). A malformed frame closes the connection; a handler that raises is answered
+connection (``max_in_flight``; reading pauses beyond it), the time a frame takes to arrive (its length, mark
+and header within ``head_timeout_s`` of its first byte, the rest within ``frame_timeout_s`` of its header:
+the listener's HTTP head and body deadlines, so a byte now and then cannot hold a connection for ever), and
+silence between frames (``idle_timeout_s`` without a whole frame closes the connection). A malformed frame closes the connection; a handler that raises is answered
 ``SYSTEM_ERROR`` without its details, and logged. ``on_closed`` runs once when the connection ends, so a
 server can treat a broker's connection closing as that broker going away, as RocketMQ's controller does.
 """
@@ -17,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from services.common.codes import ResponseCode
+from services.common.httplimits import DEFAULT_BODY_TIMEOUT_MS, DEFAULT_HEADER_TIMEOUT_MS
 from services.remoting.codec import MAX_FRAME_SIZE, FrameDecoder, encode
 from services.remoting.command import RemotingCommand, make_response
 from services.remoting.errors import RemotingProtocolError
@@ -35,12 +38,15 @@ FrontHandler = Callable[[RemotingCommand, "RemotingConnection"], bool]
 class RemotingConnection(asyncio.Protocol):
     def __init__(self, handler: Handler, *, max_frame_size: int = MAX_FRAME_SIZE, max_in_flight: int = 256,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, on_closed: Callable[[RemotingConnection], None] | None = None,
-                 server_state: Any = None, front: FrontHandler | None = None) -> None:
+                 server_state: Any = None, front: FrontHandler | None = None,
+                 head_timeout_s: float = DEFAULT_HEADER_TIMEOUT_MS / 1000,
+                 frame_timeout_s: float = DEFAULT_BODY_TIMEOUT_MS / 1000) -> None:
         self.handler = handler
         self.front = front
         self.decoder = FrameDecoder(max_frame_size)
         self.max_in_flight = max_in_flight
         self.idle_timeout_s = idle_timeout_s
+        self.head_timeout_s, self.frame_timeout_s = head_timeout_s, frame_timeout_s
         self.on_closed = on_closed
         self.server_state = server_state
         self.peer = "?"
@@ -51,6 +57,8 @@ class RemotingConnection(asyncio.Protocol):
         self._paused = False
         self._closed = False
         self._idle: asyncio.TimerHandle | None = None
+        self._frame: asyncio.TimerHandle | None = None  # the deadline of the frame being read
+        self._head_in = False  # the frame being read has its header
         self._out: list[bytes] = []  # answers encoded in this turn of the event loop, written together
 
     # ------------------------------------------------------------------ asyncio.Protocol
@@ -63,13 +71,15 @@ class RemotingConnection(asyncio.Protocol):
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
-        self._arm_idle()
         try:
             commands = self.decoder.feed(data)
         except RemotingProtocolError as exc:
             log.info("remoting connection from %s closed: %s", self.peer, exc)
             self.close()
             return
+        if commands:
+            self._arm_idle()
+        self._watch_frame(bool(commands))
         for command in commands:
             if command.is_response:
                 continue  # this server sends no requests of its own on an accepted connection
@@ -84,8 +94,9 @@ class RemotingConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        if self._idle is not None:
-            self._idle.cancel()
+        for timer in (self._idle, self._frame):
+            if timer is not None:
+                timer.cancel()
         for task in self._tasks:
             task.cancel()
         if self.server_state is not None:
@@ -126,6 +137,10 @@ class RemotingConnection(asyncio.Protocol):
     def in_flight(self) -> int:
         return len(self._tasks) + self._taken
 
+    def busy(self) -> bool:
+        """Requests are being served (the connection cap does not close this connection to make room)."""
+        return self.in_flight > 0
+
     def _front(self, request: RemotingCommand) -> bool:
         assert self.front is not None
         self._taken += 1
@@ -162,11 +177,39 @@ class RemotingConnection(asyncio.Protocol):
         self._idle = asyncio.get_running_loop().call_later(self.idle_timeout_s, self._idle_out)
 
     def _idle_out(self) -> None:
-        if not self.in_flight:
+        if not self.in_flight and self.decoder.idle:  # a frame on its way has a deadline of its own
             log.info("remoting connection from %s closed: idle for %.0f s", self.peer, self.idle_timeout_s)
             self.close()
         else:
             self._arm_idle()
+
+    def _watch_frame(self, completed: bool) -> None:
+        """Arm the deadline of the frame being read: for its head when it starts, for the rest once its
+        header is in; none between frames."""
+        if self.decoder.idle:
+            self._set_frame_deadline(None)
+            return
+        if completed or self._frame is None:
+            self._head_in = False
+            self._set_frame_deadline(self.head_timeout_s)
+        if not self._head_in and self.decoder.head_received:
+            self._head_in = True
+            self._set_frame_deadline(self.frame_timeout_s)
+
+    def _set_frame_deadline(self, seconds: float | None) -> None:
+        if self._frame is not None:
+            self._frame.cancel()
+        self._frame = None if seconds is None else asyncio.get_running_loop().call_later(seconds, self._frame_late)
+
+    def _frame_late(self) -> None:
+        self._frame = None
+        if self._paused:  # we stopped reading it (requests in flight): the slow party is us
+            self._set_frame_deadline(self.head_timeout_s)
+            return
+        what, seconds = (("frame not received whole", self.frame_timeout_s) if self._head_in
+                         else ("frame header not received", self.head_timeout_s))
+        log.info("remoting connection from %s closed: %s within %g s", self.peer, what, seconds)
+        self.close()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -18,7 +18,9 @@ from services.common.httplimits import (
     DEFAULT_BODY_TIMEOUT_MS,
     DEFAULT_HEADER_TIMEOUT_MS,
     DEFAULT_MAX_CONNECTIONS,
+    WILDCARDS,
     HttpLimits,
+    parse_host_names,
 )
 from services.common.props import format_properties, load_properties, to_bool, to_int
 from services.common.rocketmq_properties import CONTROLLER_PROPERTIES
@@ -77,6 +79,9 @@ class ControllerConfig(TlsProperties):
     httpMaxConnections: int = DEFAULT_MAX_CONNECTIONS
     httpHeaderTimeoutMillis: int = DEFAULT_HEADER_TIMEOUT_MS
     httpBodyTimeoutMillis: int = DEFAULT_BODY_TIMEOUT_MS
+    #: More names clients reach this node by (a reverse proxy's, a DNS alias), comma-separated: accepted in
+    #: Host, and as the console's origin.
+    httpAllowedHosts: str = ""
     #: Where ``mqctl report --output`` writes: the console links each group to its timeline there.
     consoleReportDir: str = ""
     #: Refuse to start on a property name neither mqctl nor RocketMQ knows (default: warn and start,
@@ -115,9 +120,12 @@ class ControllerConfig(TlsProperties):
                 "run code on the node")
 
     def http_limits(self) -> HttpLimits:
+        own = {self.listenAddress, self.self_peer().host} - set(WILDCARDS)
         return HttpLimits(max_connections=self.httpMaxConnections,
                           header_timeout_s=self.httpHeaderTimeoutMillis / 1000,
-                          body_timeout_s=self.httpBodyTimeoutMillis / 1000)
+                          body_timeout_s=self.httpBodyTimeoutMillis / 1000,
+                          host_names=frozenset(h.lower().strip("[]") for h in own),
+                          extra_hosts=parse_host_names(self.httpAllowedHosts, "httpAllowedHosts"))
 
     def validate(self) -> None:
         self.self_peer()
@@ -154,6 +162,10 @@ class ControllerConfig(TlsProperties):
     def _validate_limits(self) -> None:
         """Upper bounds too: a runtime update (POST /config) is input from the network."""
         check_token(self.authToken, "authToken")
+        try:
+            parse_host_names(self.httpAllowedHosts, "httpAllowedHosts")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         for name, low, high in _BOUNDS:
             value = getattr(self, name)
             if not low <= value <= high:

@@ -7,6 +7,8 @@ import os
 import signal
 from pathlib import Path
 
+from services.common.addresses import address_key
+from services.common.conncap import KnownPeers
 from services.common.controller_client import ControllerClient
 from services.common.errors import ConfigError, MqctlError
 from services.common.httpserver import make_server
@@ -86,6 +88,18 @@ def setup_logging(config: ControllerConfig) -> Path:
     return _setup_logging(config.store_dir / "logs" / "controller.log", config.logLevel)
 
 
+def known_peers(config: ControllerConfig, manager: ControllerManager) -> KnownPeers:
+    """Whose connections get the half of the cap strangers cannot take: the controllers of the group and
+    every registered broker (by the address it registered)."""
+    def registered() -> set[str]:
+        if manager.raft is None:
+            return set()
+        addresses: set[str] = manager.raft.read(
+            lambda s: {e.address for bs in s.broker_sets.values() for e in bs.brokers.values()})
+        return {key[0] for key in map(address_key, addresses) if key is not None}
+    return KnownPeers([p.host for p in config.peers()], registered)
+
+
 def run(config: ControllerConfig) -> None:
     """Run one controller node until SIGTERM/SIGINT. Must be called on the main thread."""
     me = config.self_peer()
@@ -128,11 +142,14 @@ def run(config: ControllerConfig) -> None:
 
     remoting = ControllerRemoting(manager)
 
+    limits = config.http_limits()
+
     def remoting_connection(server_state: object) -> RemotingConnection:
-        return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state)
+        return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state,
+                                  head_timeout_s=limits.header_timeout_s, frame_timeout_s=limits.body_timeout_s)
 
     server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection,
-                         limits=config.http_limits(), tls=config.server_tls())
+                         limits=limits, tls=config.server_tls(), known=known_peers(config, manager))
     try:
         server.run()
     finally:

@@ -161,6 +161,14 @@ class FrameDecoder:
         """True between frames (no part of a frame held)."""
         return self._payload is None and not self._buf
 
+    @property
+    def head_received(self) -> bool:
+        """True once the current frame's length, mark and header are in (its body may still be coming)."""
+        if self._payload is None or len(self._buf) < 4:
+            return False
+        header_length: int = _INT32.unpack_from(self._buf)[0] & _MAX_HEADER
+        return len(self._buf) >= 4 + header_length
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         """The commands completed by ``data`` (possibly none). Raises ``RemotingProtocolError`` on a
         malformed frame, and again on every later call: the stream cannot be resynchronised. Commands

@@ -9,8 +9,9 @@ Checks (each returns a list of violations, empty when it holds):
 - the replicas' epoch histories are prefixes of one another;
 - in the controller's history, masterEpoch only increases, there is at most one master per epoch, and
   an elected master came from the SyncStateSet unless the election is marked UNCLEAN;
-- no route a controller served during an attack on the name-server codes named anyone but the
-  controller's master as id 0, or an address outside the group.
+- an attack fault (a stranger's, a foreign web page's) achieved nothing it must not: no failover, no
+  restarted broker kept out, no route naming anyone but the controller's master as id 0 or an address
+  outside the group.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def check(cluster: DevCluster, history: History) -> Verdict:
     verdict.add("replicas differ", _replicas_identical(cluster, state))
     verdict.add("epoch histories", _epoch_prefixes(state))
     verdict.add("controller history", _controller_history(controller_events(cluster)))
-    verdict.add("routes", history.route_violations[:20])
+    verdict.add("attack effects", history.attack_effects[:20])
     recoveries = [f.recovery_ms for f in history.faults if f.recovery_ms is not None]
     verdict.stats = {
         "acknowledged": len(by_status["ok"]), "failed": len(by_status["failed"]),

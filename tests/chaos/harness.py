@@ -32,7 +32,8 @@ from services.broker.ha.frames import (
     SlaveProof,
 )
 from services.common.broker_client import BrokerClient
-from services.common.errors import MqctlError
+from services.common.errors import ConfigError, MqctlError
+from services.common.httplimits import DEFAULT_MAX_CONNECTIONS, stranger_share
 from services.common.remoting_client import RemotingClient
 from services.controller import contract
 from services.remoting.bodies import SyncStateSet
@@ -43,6 +44,7 @@ from tests.chaos.netproxy import Proxy, ProxySet
 from tests.chaos.route_attack import attack as route_attack
 from tests.chaos.route_attack import poisoned, route_of
 from tests.netns.topology import IptablesUnavailable, NetemUnavailable, Topology
+from tests.support.strangers import Trickler, channel_url, cross_site_channel, raise_fd_limit
 
 log = logging.getLogger("chaos")
 
@@ -54,7 +56,7 @@ DEFINITE_FAILURES = ("SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL", "IN_SYNC_REPLIC
 FAULT_KINDS = ("kill_master", "kill_slave", "kill_controller_leader", "kill_controller_follower",
                "pause_master", "crash_master_unflushed", "admin_elect", "cut_master_from_controllers",
                "delay_master_to_controllers", "oneway_master_to_controllers", "impostor_slave",
-               "forged_role_change", "route_poisoning")
+               "forged_role_change", "cross_site_channel", "slowloris", "route_poisoning")
 #: In hosts mode (tests/chaos/hosts.py): the kernel makes the network faults, on every kind of link.
 HOST_FAULT_KINDS = (*FAULT_KINDS, *NETWORK_FAULT_KINDS)
 
@@ -85,8 +87,8 @@ class FaultRecord:
 class History:
     outcomes: list[Outcome] = field(default_factory=list)
     faults: list[FaultRecord] = field(default_factory=list)
-    #: What a route showed that the controller does not back (route_poisoning): each a violation.
-    route_violations: list[str] = field(default_factory=list)
+    #: What an attack achieved that it must not (a failover, a peer kept out); the checker reports them.
+    attack_effects: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, outcome: Outcome) -> None:
@@ -520,31 +522,74 @@ class ChaosRun:
         time.sleep(rng.uniform(1.0, 2.0))
         return master.name
 
-    def _fault_route_poisoning(self, rng: random.Random) -> str:
-        """A stranger unregisters the group's brokers from every controller's name server and registers
-        himself as its master (tests/chaos/route_attack.py), holding his connections for a few seconds while
-        the producers run: every route must keep naming the controller's master as 0, and only the group."""
+    def _master_epoch_kept(self, kind: str, epoch: int) -> None:
+        assert self.cluster is not None
+        now = self.cluster.sync_state(GROUP).get("masterEpoch")
+        if now != epoch:
+            self.history.attack_effects.append(f"{kind}: masterEpoch went from {epoch} to {now} during the attack")
+
+    def _fault_cross_site_channel(self, rng: random.Random) -> str:
+        """A web page from another site, opened by the operator, opens the liveness channel for the master's
+        id on every controller and closes it at once: accepted, that failed the master over. Every controller
+        must refuse it (403), and the master must stay."""
         assert self.cluster is not None
         master = self._master()
-        members = {n.address for n in self.cluster.brokers(GROUP)}
-        controllers = [c.address for c in self.cluster.controllers()]
-        self._record_fault("route_poisoning", master.name)
-
-        async def run() -> None:
-            client = RemotingClient(timeout_s=2.0)
-            try:
-                before = {c for c in controllers if await _route_or_none(c) is not None}
-                await route_attack(client, controllers, GROUP, CLUSTER, TOPIC, master.address, sorted(members))
-                for _ in range(2):
-                    await asyncio.sleep(rng.uniform(1.0, 3.0))
-                    for controller in before:  # a node without the route before (down, or new) is not judged
-                        problem = poisoned(await _route_or_none(controller), master.address, members)
-                        if problem is not None:
-                            self.history.route_violations.append(f"{controller}: {problem}")
-            finally:
-                await client.close()
-        asyncio.run(run())
+        state = self.cluster.sync_state(GROUP)
+        master_id, epoch = state["masterBrokerId"], state["masterEpoch"]
+        self._record_fault("cross_site_channel", f"{master.name} (id {master_id})")
+        for controller in self.cluster.controllers():
+            url = channel_url(controller.address, state["clusterName"], GROUP, master_id)
+            status, _ = cross_site_channel(url, "http://attacker.example")
+            if status != 403:
+                self.history.attack_effects.append(f"cross_site_channel: {controller.name} answered {status}, not "
+                                                   "403, to a page from another site")
+        time.sleep(rng.uniform(1.0, 2.0))
+        self._master_epoch_kept("cross_site_channel", epoch)
         return master.name
+
+    def _started(self, node: NodeSpec) -> bool:
+        """Start ``node``; False while its ports are not free yet (a killed process's sockets may linger)."""
+        assert self.cluster is not None
+        try:
+            self.cluster.start_node(node)
+        except ConfigError:
+            return False
+        return True
+
+    def _fault_slowloris(self, rng: random.Random) -> str:
+        """More connections than the strangers' half of the cap, each trickling a remoting frame a byte at a
+        time, into every controller's port and the master's, while a slave restarts: it must register and
+        rejoin the SyncStateSet during the attack, and nothing may fail over."""
+        assert self.cluster is not None
+        if self.topology is not None:
+            raise MqctlError("a stranger needs an address apart from the workload's and this harness's: loopback only")
+        master = self._master()
+        slaves = self._slaves(master)
+        if not slaves:
+            raise MqctlError("no live slave to restart")
+        epoch = self.cluster.sync_state(GROUP)["masterEpoch"]
+        targets = [(n.host, n.port) for n in [*self.cluster.controllers(), master]]
+        per_target = min(stranger_share(DEFAULT_MAX_CONNECTIONS) + 100,  # the strangers' half, and more
+                         (raise_fd_limit() - 1024) // len(targets))  # as many as this process may open
+        if per_target < 100:
+            raise MqctlError("too few file descriptors here for the attack")
+        attack = Trickler(targets, per_target, pace_s=2.0).start()
+        victim = rng.choice(slaves)
+        self._record_fault("slowloris", f"{len(targets)} ports x {per_target} connections; {victim.name} restarted")
+        try:
+            wait_until(lambda: attack.opened >= len(targets) * per_target, 30,
+                       "every trickling connection to open", interval=0.2)
+            self.cluster.kill_node(victim)
+            wait_until(lambda: self._started(victim), 10, f"{victim.name} to start again", interval=0.2)
+            size = len(self.cluster.brokers(GROUP))
+            wait_until(lambda: self.cluster is not None and self.cluster._group_healthy(GROUP, size), 60,
+                       f"{victim.name} to rejoin during the attack", interval=0.2)
+        except MqctlError as exc:
+            self.history.attack_effects.append(f"slowloris: {exc}")
+        finally:
+            attack.stop()
+        self._master_epoch_kept("slowloris", epoch)
+        return victim.name
 
     # ------------------------------------------------------------------ healing and the final state
     def heal(self, timeout: float = 90.0) -> None:

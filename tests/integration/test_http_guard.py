@@ -127,7 +127,7 @@ def test_many_slowloris_connections_are_closed_and_the_server_keeps_answering(se
     async def slow(index: int) -> bytes:
         loop = asyncio.get_running_loop()
         transport, client = await loop.create_connection(Collector, *server)
-        request = f"GET /ping?client={index} HTTP/1.1\r\nHost: x\r\nX-Padding: {'p' * 200}\r\n\r\n".encode()
+        request = f"GET /ping?client={index} HTTP/1.1\r\nHost: localhost\r\nX-Padding: {'p' * 200}\r\n\r\n".encode()
         for byte in request:
             if transport.is_closing():
                 break
@@ -156,7 +156,7 @@ def test_a_silent_connection_is_closed(server: tuple[str, int]) -> None:
 
 def test_a_body_that_never_comes_is_answered_408(server: tuple[str, int]) -> None:
     with socket.create_connection(server) as sock:
-        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{")
         status, body = envelope_of(read_all(sock, 10))
     assert status == 408 and "body not received within 0.5 s" in body["remark"]
 
@@ -171,14 +171,14 @@ def test_keep_alive_requests_inside_the_deadlines_are_served(server: tuple[str, 
 # ---------------------------------------------------------------------------------- sizes
 def test_an_oversized_head_is_refused_before_it_is_read(server: tuple[str, int]) -> None:
     with socket.create_connection(server) as sock:
-        sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (LIMITS.max_head_bytes + 10))
+        sock.sendall(b"GET /ping HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * (LIMITS.max_head_bytes + 10))
         status, body = envelope_of(read_all(sock, 10))
     assert status == 431 and body["codeName"] == "INVALID_PARAMETER"
 
 
 def test_a_declared_50_mib_body_is_refused_without_reading_it(server: tuple[str, int]) -> None:
     with socket.create_connection(server) as sock:
-        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 52428800\r\n\r\n")
         status, body = envelope_of(read_all(sock, 10))
     assert status == 413 and body["codeName"] == "INVALID_PARAMETER"
@@ -188,7 +188,7 @@ def test_a_declared_50_mib_body_is_refused_without_reading_it(server: tuple[str,
 def test_a_chunked_body_is_refused_once_it_passes_the_limit(server: tuple[str, int]) -> None:
     sent = 0
     with socket.create_connection(server) as sock:
-        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
         sock.settimeout(0.05)
         raw = b""
         while sent < 5_000_000 and not raw:
@@ -218,7 +218,7 @@ def test_route_limits_and_the_shared_budget() -> None:
     body, while two are held unsent, is answered SYSTEM_BUSY; once they are gone it is accepted."""
     app = echo_app()
     limits = HttpLimits(body_timeout_s=30, route_body_bytes={"/big": 200_000}, body_budget_bytes=500_000)
-    head = b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n"
+    head = b"POST /big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 200000\r\n\r\n"
     with running(limits, app) as server:
         holders = [socket.create_connection(server) for _ in range(2)]
         try:
@@ -254,7 +254,7 @@ def test_connections_beyond_the_cap_are_refused_and_the_cap_recovers() -> None:
             refused = []
             for _ in range(5):
                 with socket.create_connection(server) as extra:
-                    extra.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+                    extra.sendall(b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n")
                     refused.append(envelope_of(read_all(extra, 10)))
             assert all(status == 503 and body["codeName"] == "SYSTEM_BUSY" for status, body in refused), refused
         finally:

@@ -28,12 +28,14 @@ async def handler(request: RemotingCommand, conn: RemotingConnection) -> Remotin
     return make_response(request, ResponseCode.SUCCESS, remark=f"done {request.code}")
 
 
-def run(scenario: Callable[[str, int, list[RemotingConnection]], Awaitable[None]], idle_s: float = 5.0) -> None:
+def run(scenario: Callable[[str, int, list[RemotingConnection]], Awaitable[None]], idle_s: float = 5.0,
+        **deadlines: float) -> None:
     async def main() -> None:
         closed: list[RemotingConnection] = []
         loop = asyncio.get_running_loop()
         srv = await loop.create_server(
-            lambda: RemotingConnection(handler, idle_timeout_s=idle_s, on_closed=closed.append), "127.0.0.1", 0)
+            lambda: RemotingConnection(handler, idle_timeout_s=idle_s, on_closed=closed.append, **deadlines),
+            "127.0.0.1", 0)
         port = srv.sockets[0].getsockname()[1]
         try:
             await asyncio.wait_for(scenario("127.0.0.1", port, closed), 10)
@@ -92,6 +94,34 @@ def test_a_silent_connection_is_closed() -> None:
         reader, _ = await asyncio.open_connection(host, port)
         assert await reader.read(100) == b""
     run(scenario, idle_s=0.3)
+
+
+def test_a_frame_trickled_a_byte_at_a_time_is_cut_at_its_deadlines() -> None:
+    """Bytes keep coming, but the head must be in within head_timeout_s of the frame's first byte and the
+    rest within frame_timeout_s of the head: the silence timer no longer restarts on every byte."""
+    frame = encode(make_request(2, opaque=1))
+    body = encode(make_request(2, opaque=2, body=b"b" * 1000))
+
+    async def trickle(host: str, port: int, at_once: bytes, slowly: bytes) -> float:
+        """Seconds from the first slow byte until the server closed the connection."""
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(at_once)
+        started = asyncio.get_running_loop().time()
+        for byte in slowly:
+            writer.write(bytes([byte]))
+            try:
+                if await asyncio.wait_for(reader.read(100), 0.1) == b"":
+                    break
+            except TimeoutError:
+                continue
+        writer.close()
+        return asyncio.get_running_loop().time() - started
+
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        assert await trickle(host, port, b"", frame) < 0.9  # its head alone would take over a second
+        head = len(body) - 1000
+        assert 0.9 < await trickle(host, port, body[:head], body[head:]) < 2.0
+    run(scenario, idle_s=0.2, head_timeout_s=0.5, frame_timeout_s=1.2)
 
 
 def test_the_answer_keeps_the_request_serialize_type() -> None:

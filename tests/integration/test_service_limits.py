@@ -88,7 +88,7 @@ def slowloris(address: str, clients: int, probe_path: str) -> list[bytes]:
 
     async def slow(index: int) -> bytes:
         transport, client = await asyncio.get_running_loop().create_connection(Collector, host, port)
-        for byte in f"GET /healthz?slow={index} HTTP/1.1\r\nHost: x\r\nX-Pad: {'p' * 100}\r\n\r\n".encode():
+        for byte in f"GET /healthz?slow={index} HTTP/1.1\r\nHost: localhost\r\nX-Pad: {'p' * 100}\r\n\r\n".encode():
             if transport.is_closing():
                 break
             transport.write(bytes([byte]))
@@ -138,7 +138,7 @@ def test_controller_closes_slow_clients_caps_connections_and_raises_its_fd_limit
         try:
             for sock in held:
                 sock.sendall(b"G")
-            status, body = raw_request(node.address, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, body = raw_request(node.address, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             assert status == 503 and body["codeName"] == "SYSTEM_BUSY" and "cap is 60" in body["remark"]
         finally:
             for sock in held:
@@ -171,7 +171,7 @@ def test_the_liveness_channel_and_the_broker_api_under_the_limits(tmp_path: Path
 def check_broker_limits(broker: BrokerNode) -> None:
     limit = 2 * 64 * 1024 + 2**20
     route = bc.SEND_MESSAGES
-    status, body = raw_request(broker.address, f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    status, body = raw_request(broker.address, f"POST {route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                                                 f"application/json\r\nContent-Length: {50 * 2**20}\r\n\r\n".encode())
     assert status == 413 and body["codeName"] == "INVALID_PARAMETER"
     assert f"over the limit of {limit} bytes for POST {route}" in body["remark"]
@@ -231,7 +231,7 @@ def test_oversized_requests_to_the_controller_are_refused_unread(tmp_path: Path)
     with controller(tmp_path) as cluster:
         address = cluster.nodes[0].address
         for _ in range(4):  # the attack: four 50 MiB bodies at once
-            status, body = raw_request(address, b"POST /v1/controller/heartbeat HTTP/1.1\r\nHost: x\r\n"
+            status, body = raw_request(address, b"POST /v1/controller/heartbeat HTTP/1.1\r\nHost: localhost\r\n"
                                                 b"Content-Type: application/json\r\nContent-Length: 52428800\r\n\r\n")
             assert status == 413 and "over the limit of 65536 bytes" in body["remark"]
         huge_id = httpx.post(f"http://{address}/v1/controller/applyBrokerId", timeout=10, json={

@@ -69,3 +69,21 @@ def test_the_broker_send_routes_take_a_batch_of_max_message_size() -> None:
     assert limits.body_limit(bc.SEND_MESSAGE) == 9 * 2**20
     assert limits.body_limit(bc.NOTIFY_ROLE_CHANGED) == 64 * 1024
     assert limits.body_budget_bytes >= 4 * limits.body_limit(bc.SEND_MESSAGES)
+
+
+@pytest.mark.parametrize("value", ["https://mq.example.net", "mq.example.net:443", "two words", "a/b", "é.example"])
+def test_allowed_hosts_are_host_names(value: str) -> None:
+    for config in (ControllerConfig(httpAllowedHosts=value), BrokerConfig(httpAllowedHosts=value)):
+        with pytest.raises(ConfigError, match="httpAllowedHosts takes host names"):
+            config.validate()
+
+
+def test_the_names_a_node_answers_to() -> None:
+    controller = ControllerConfig(controllerDLegerPeers="n0-Ctrl-0.internal:9878;n1-ctrl-1.internal:9878",
+                                  controllerDLegerSelfId="n0", listenAddress="0.0.0.0",
+                                  httpAllowedHosts="mq.example.net, Alias.example.net")
+    limits = controller.http_limits()
+    assert limits.host_names == {"ctrl-0.internal"}
+    assert limits.extra_hosts == {"mq.example.net", "alias.example.net"}
+    broker = BrokerConfig(brokerIP1="10.0.0.11", listenAddress="broker-a.internal").http_limits()
+    assert broker.host_names == {"10.0.0.11", "broker-a.internal"} and not broker.extra_hosts

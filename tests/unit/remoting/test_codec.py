@@ -336,3 +336,14 @@ def test_a_response_frame_is_the_encoded_response_byte_for_byte(ext: dict[str, s
             response_frame(request, code, ext)
         return
     assert response_frame(request, code, ext) == expected
+
+
+def test_the_decoder_says_when_a_frames_head_is_in() -> None:
+    """The length, mark and header of the frame being read (what the connection's head deadline waits for)."""
+    frame = encode(make_request(105, opaque=3, body=b"body"))
+    head = len(frame) - 4
+    decoder = FrameDecoder()
+    for i, byte in enumerate(frame[:-1]):
+        decoder.feed(bytes([byte]))
+        assert decoder.head_received == (i + 1 >= head), i
+    assert decoder.feed(frame[-1:]) and not decoder.head_received and decoder.idle
