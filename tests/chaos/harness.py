@@ -591,6 +591,32 @@ class ChaosRun:
         self._master_epoch_kept("slowloris", epoch)
         return victim.name
 
+    def _fault_route_poisoning(self, rng: random.Random) -> str:
+        """A stranger unregisters the group's brokers from every controller's name server and registers
+        himself as its master (tests/chaos/route_attack.py), holding his connections for a few seconds while
+        the producers run: every route must keep naming the controller's master as 0, and only the group."""
+        assert self.cluster is not None
+        master = self._master()
+        members = {n.address for n in self.cluster.brokers(GROUP)}
+        controllers = [c.address for c in self.cluster.controllers()]
+        self._record_fault("route_poisoning", master.name)
+
+        async def run() -> None:
+            client = RemotingClient(timeout_s=2.0)
+            try:
+                before = {c for c in controllers if await _route_or_none(c) is not None}
+                await route_attack(client, controllers, GROUP, CLUSTER, TOPIC, master.address, sorted(members))
+                for _ in range(2):
+                    await asyncio.sleep(rng.uniform(1.0, 3.0))
+                    for controller in before:  # a node without the route before (down, or new) is not judged
+                        problem = poisoned(await _route_or_none(controller), master.address, members)
+                        if problem is not None:
+                            self.history.attack_effects.append(f"route_poisoning: {controller}: {problem}")
+            finally:
+                await client.close()
+        asyncio.run(run())
+        return master.name
+
     # ------------------------------------------------------------------ healing and the final state
     def heal(self, timeout: float = 90.0) -> None:
         """Restart whatever is down, mend the network, and wait until the group is healthy again."""
