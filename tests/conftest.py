@@ -1,34 +1,170 @@
-"""Settings for the whole suite."""
+"""Settings for the whole suite: the tiers, the default run, ports per worker, and the times on record.
+
+Every test belongs to exactly one tier, named by what it starts:
+
+* ``unit``: nothing (no process, no socket beyond an in-memory one): ``tests/unit``, ``tests/property``;
+* ``component``: one process, or real sockets on loopback: files of ``tests/integration`` marked so;
+* ``integration``: clusters of real processes: the rest of ``tests/integration``;
+* ``slow``: chaos runs, hosts in network namespaces, Spark, the browser, the wheel install, the
+  benchmarks' smoke runs, the fuzzers and RocketMQ's own servers; each such test also carries the marker
+  of what it starts (``chaos``, ``netns``, ``spark``, ``browser``, ``wheel``, ``bench``, ``fuzz``,
+  ``rocketmq``), by its folder or its own marker.
+
+``python3 -m pytest`` runs the default set: unit, component, and the integration tests marked ``smoke``
+(a real 3-controller group and a replicated broker group, failed over). ``python3 -m pytest --full`` runs
+every tier. Naming tests yourself (paths, ``-m`` or ``-k``) runs what you named, whatever its tier.
+"""
 
 from __future__ import annotations
 
 import os
+import time
+from collections import Counter
+from pathlib import Path
 
 import pytest
+from _pytest.config import ExitCode
+
+import tests.support.examples  # noqa: F401  (chooses the Hypothesis profile: quick, or thorough under CI)
 
 # The report's class archive (spark_reports.cds) is written after a JVM exits and checked by a detached
 # process, which would outlive the test that started the JVM. Off by default here; the tests of the
 # archive turn it on with their own cache directory and wait for that process to finish.
 os.environ.setdefault("MQCTL_SPARK_CDS", "0")
 
+TIERS = ("unit", "component", "integration", "slow")
+#: What a slow test starts: each slow test carries at least one of these.
+SLOW_KINDS = ("chaos", "netns", "spark", "browser", "wheel", "bench", "fuzz", "rocketmq")
+#: The tier (and, for slow folders, the kind) of a folder's tests unless a test says otherwise.
+FOLDER_TIERS = {"unit": ("unit",), "property": ("unit",), "integration": ("integration",),
+                "chaos": ("slow", "chaos"), "netns": ("slow", "netns"), "spark": ("slow", "spark"),
+                "browser": ("slow", "browser"), "bench": ("slow", "bench"), "fuzz": ("slow", "fuzz"),
+                "interop": ("slow", "rocketmq")}
+#: Where each run writes its times (git-ignored).
+TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"
 
-#: What a test folder's tests start, as a marker (tests/unit and tests/property start nothing).
-FOLDER_MARKERS = {"integration": "integration", "chaos": "integration", "netns": "integration",
-                  "fuzz": "integration", "bench": "integration", "spark": "spark", "browser": "browser"}
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="run every tier (without it: unit, component and the integration smoke set)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _ports_for_this_worker()
+
+
+def _ports_for_this_worker() -> None:
+    """Parallel workers pick the ports of their clusters from slices of their own (mqctl/cluster reads
+    MQCTL_PORT_RANGE), so two workers never choose the same free port at once."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count < 2 or "MQCTL_PORT_RANGE" in os.environ:
+        return
+    from mqctl.cluster.processes import ephemeral_port_start
+
+    low, high = 10_000, max(ephemeral_port_start() - 2, 12_000)
+    width = (high - low) // count
+    start = low + int(worker[2:]) * width
+    os.environ["MQCTL_PORT_RANGE"] = f"{start}-{start + width - 1}"
+
+
+# ------------------------------------------------------------------------------ tiers
+def tier_of(item: pytest.Item, folder: str) -> str:
+    """The one tier of a test: slow if it carries a slow kind, else its own tier marker, else its folder's."""
+    own = {m.name for m in item.iter_markers() if m.name in TIERS}
+    if any(m.name in SLOW_KINDS for m in item.iter_markers()):
+        own.add("slow")
+    if len(own) > 1:
+        raise pytest.UsageError(f"{item.nodeid} is marked with several tiers: {sorted(own)} (a marker of what "
+                                f"a slow test starts, {', '.join(SLOW_KINDS)}, puts it in the slow tier)")
+    return next(iter(own)) if own else FOLDER_TIERS.get(folder, ("unit",))[0]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by its folder, so that ``-m 'not integration and not spark'`` runs exactly what
-    starts nothing; a test marked against its folder is an error."""
+    """Give every test its tier marker (and a slow one its kind), refuse a unit test that claims to start
+    something, then keep the default set unless the run is --full or names its tests."""
     root = config.rootpath / "tests"
     for item in items:
         try:
             folder = item.path.relative_to(root).parts[0]
         except ValueError:
             continue
-        marker = FOLDER_MARKERS.get(folder)
-        if marker is not None:
-            item.add_marker(marker)
-        elif folder in ("unit", "property") and any(next(item.iter_markers(name=m), None) for m in ("integration", "spark", "browser")):
+        tier = tier_of(item, folder)
+        if folder in ("unit", "property") and tier != "unit":
             raise pytest.UsageError(f"{item.nodeid} is marked as starting processes or a JVM but lives in "
                                     f"tests/{folder}, whose tests start nothing: move it")
+        item.add_marker(tier)
+        if tier == "slow" and not any(item.iter_markers(name=k) for k in SLOW_KINDS):
+            kind = FOLDER_TIERS.get(folder, ("", ""))[-1]
+            if kind not in SLOW_KINDS:
+                raise pytest.UsageError(f"{item.nodeid} is slow but says not what it starts: mark it with one "
+                                        f"of {', '.join(SLOW_KINDS)}")
+            item.add_marker(kind)
+    if not _chosen_by_hand(config):
+        keep = [i for i in items if _in_default_set(i)]
+        config.hook.pytest_deselected(items=[i for i in items if not _in_default_set(i)])
+        items[:] = keep
+
+
+def _chosen_by_hand(config: pytest.Config) -> bool:
+    explicit_paths = config.args_source == pytest.Config.ArgsSource.ARGS
+    return bool(config.getoption("--full") or config.option.markexpr or config.option.keyword or explicit_paths)
+
+
+def _in_default_set(item: pytest.Item) -> bool:
+    tier = next(m.name for m in item.iter_markers() if m.name in TIERS)
+    return tier in ("unit", "component") or (tier == "integration" and item.get_closest_marker("smoke") is not None)
+
+
+# ------------------------------------------------------------------------------ times on record
+class Times:
+    """Each test's time (setup, call and teardown) by tier, gathered where the reports arrive (the
+    controlling process under xdist)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.tests: Counter[str] = Counter()
+        self.tier: dict[str, str] = {}
+
+    def add(self, report: pytest.TestReport) -> None:
+        self.tests[report.nodeid] += report.duration
+        tier = next((t for t in TIERS if t in report.keywords), "unknown")
+        self.tier[report.nodeid] = tier
+
+    def lines(self, slowest: int = 20) -> list[str]:
+        totals: Counter[str] = Counter()
+        counts: Counter[str] = Counter()
+        for nodeid, seconds in self.tests.items():
+            totals[self.tier[nodeid]] += seconds
+            counts[self.tier[nodeid]] += 1
+        wall = time.monotonic() - self.started
+        summary = ", ".join(f"{t} {counts[t]} tests {totals[t]:.0f} s" for t in (*TIERS, "unknown") if counts[t])
+        out = [f"test times: wall {wall:.0f} s; by tier (test seconds, summed over workers): {summary}",
+               f"the {slowest} slowest:"]
+        out += [f"  {seconds:7.1f} s  {self.tier[n]:<11} {n}" for n, seconds in self.tests.most_common(slowest)]
+        return out
+
+    def write(self) -> None:
+        TIMES_DIR.mkdir(exist_ok=True)
+        (TIMES_DIR / "summary.txt").write_text("\n".join(self.lines()) + "\n")
+        (TIMES_DIR / "durations.txt").write_text("".join(
+            f"{seconds:.3f}\t{self.tier[n]}\t{n}\n" for n, seconds in self.tests.most_common()))
+
+
+_TIMES = Times()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _TIMES.add(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: ExitCode,
+                            config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not _TIMES.tests:
+        return
+    try:
+        _TIMES.write()
+    except OSError as exc:
+        terminalreporter.write_line(f"test times not written to {TIMES_DIR}: {exc}")
+    for line in _TIMES.lines():
+        terminalreporter.write_line(line)

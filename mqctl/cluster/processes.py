@@ -17,11 +17,14 @@ from services.common.errors import MqctlError
 from services.common.ports import port_free
 from services.controller.raft_secret import write_password_file
 
-__all__ = ["RAFT_PASSWORD_FILE", "ephemeral_port_start", "free_port_pair", "pid_is_ours", "pid_running", "port_free",
-           "raft_password_props", "running", "send_and_wait", "signal_pid", "spawn", "wait_until"]
+__all__ = ["PORT_RANGE_ENV", "RAFT_PASSWORD_FILE", "ephemeral_port_start", "free_port_pair", "free_port_span",
+           "pid_is_ours", "pid_running", "port_free", "port_range", "raft_password_props", "running", "send_and_wait",
+           "signal_pid", "spawn", "wait_until"]
 
 #: The Raft password file shared by the controllers of a local cluster (mode 0600), in its data directory.
 RAFT_PASSWORD_FILE = "raft.password"
+#: ``LOW-HIGH``: the ports local clusters pick from (so that runs side by side never choose the same one).
+PORT_RANGE_ENV = "MQCTL_PORT_RANGE"
 
 
 def raft_password_props(data_dir: Path, extra: dict[str, Any]) -> dict[str, Any]:
@@ -43,23 +46,41 @@ def ephemeral_port_start() -> int:
         return 32768
 
 
-def free_port_pair(used: set[int] | None = None) -> int:
-    """A port P such that P and P+1 are both free (API and Raft).
+def port_range() -> tuple[int, int]:
+    """The ports local clusters pick from, both ends included: $MQCTL_PORT_RANGE (``LOW-HIGH``), else from
+    10000 to just below the ephemeral range. Below it, because a port in it can be taken, while its server
+    is down, as the source port of some outgoing connection (even a TCP self-connection of a client polling
+    it), and the restarted server then cannot bind it."""
+    text = os.environ.get(PORT_RANGE_ENV, "")
+    low_text, _, high_text = text.partition("-")
+    if low_text.isdigit() and high_text.isdigit() and 1024 <= int(low_text) < int(high_text) <= 65535:
+        return int(low_text), int(high_text)
+    if text:
+        raise MqctlError(f"{PORT_RANGE_ENV}={text!r} is not LOW-HIGH with 1024 <= LOW < HIGH <= 65535")
+    return 10000, max(ephemeral_port_start() - 2, 12000)
 
-    Chosen below the ephemeral range: a port in it can be taken, while its server is down, as the
-    source port of some outgoing connection (even a TCP self-connection of a client polling it), and
-    the restarted server then cannot bind it."""
+
+def free_port_span(span: int, used: set[int] | None = None, step: int = 1) -> int:
+    """A port P such that P .. P+span-1 are all free (and not in ``used``, which gets them), from
+    ``port_range()``; P is a multiple of ``step``."""
     used = used if used is not None else set()
     rng = random.Random()
-    high = max(ephemeral_port_start() - 2, 12000)
+    low, high = port_range()
+    first, last = -(-low // step) * step, high - span + 1
     for _ in range(500):
-        port = rng.randrange(10000, high)
-        if port in used or port + 1 in used:
-            continue
-        if port_free(port) and port_free(port + 1):
-            used.update({port, port + 1})
+        if last < first:
+            break
+        port = rng.randrange(first, last + 1, step)
+        ports = range(port, port + span)
+        if not used.intersection(ports) and all(port_free(p) for p in ports):
+            used.update(ports)
             return port
-    raise MqctlError("could not find two adjacent free ports on 127.0.0.1")
+    raise MqctlError(f"could not find {span} adjacent free ports on 127.0.0.1 between {low} and {high}")
+
+
+def free_port_pair(used: set[int] | None = None) -> int:
+    """A port P such that P and P+1 are both free (API and Raft), from ``port_range()``."""
+    return free_port_span(2, used)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.bench
 
 CASES = [
     pytest.param("failover_kill", ["bench.failover", "--kills", "1"], id="failover"),

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.cluster import DevCluster, NodeSpec, ephemeral_port_start, port_free, wait_until
+from mqctl.cluster import DevCluster, NodeSpec, wait_until
+from mqctl.cluster.processes import free_port_span
 from services.broker import contract as bc
 from services.broker.ha.frames import (
     MasterFrameReader,
@@ -106,13 +107,8 @@ def now_ms() -> int:
 
 
 def free_base_port(span: int = 60) -> int:
-    rng = random.Random()
-    high = max(ephemeral_port_start() - span, 12000)  # see free_port_pair: never the ephemeral range
-    for _ in range(500):
-        base = rng.randrange(10000, high, 2)
-        if all(port_free(p) for p in range(base, base + span)):
-            return base
-    raise RuntimeError("no free port range on 127.0.0.1")
+    """The first of ``span`` free ports for a DevCluster (even: its nodes take them in pairs)."""
+    return free_port_span(span, step=2)
 
 
 class Producer(threading.Thread):

@@ -18,7 +18,7 @@ import pytest
 from tests.chaos.hosts import NETWORK_FAULT_KINDS
 from tests.netns.topology import cleanup_all, unavailable_reason
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+pytestmark = [pytest.mark.chaos, pytest.mark.netns]
 
 SEED = int(os.environ.get("MQCTL_CHAOS_SEED", "20261126"))
 MINUTES = float(os.environ.get("MQCTL_CHAOS_HOSTS_MINUTES", "1.25"))

@@ -10,7 +10,7 @@ import pytest
 from tests.chaos.checker import check
 from tests.chaos.harness import FAULT_KINDS, ChaosRun
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+pytestmark = pytest.mark.chaos
 
 SEED = int(os.environ.get("MQCTL_CHAOS_SEED", "20261121"))
 SECONDS = float(os.environ.get("MQCTL_CHAOS_SECONDS", "75"))

@@ -54,9 +54,10 @@ from services.controller.events import Event, encode_entry
 from services.controller.heartbeat import Heartbeat
 from services.controller.raft import _apply_entry
 from services.controller.state_machine import ReplicasInfoManager
+from tests.support.examples import examples
 
 ENVELOPE_KEYS = {"code", "codeName", "remark", "data"}
-FUZZ = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=examples(25), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
 def closed_port() -> int:
@@ -419,7 +420,7 @@ WRITES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(WRITES, min_size=1, max_size=8), st.booleans())
 def test_controller_writes_on_a_live_broker_set(
     services: SimpleNamespace, requests: list[Any], fresh: bool
@@ -467,7 +468,7 @@ MESSAGE = st.builds(
 )
 
 
-@settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(80), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(MESSAGE, min_size=1, max_size=3), st.booleans())
 def test_broker_puts_round_trip_or_change_nothing(
     services: SimpleNamespace, messages: list[dict[str, Any]], batch: bool
@@ -563,7 +564,7 @@ def _in_range(field: str, value: Any) -> bool:
     return type(value) is int and low <= value <= high
 
 
-@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.dictionaries(st.sampled_from(sorted(HEARTBEAT_NUMBERS)), ANY_NUMBER, min_size=1))
 def test_heartbeat_numbers_are_strict_integers_in_range(services: SimpleNamespace, numbers: dict[str, Any]) -> None:
     """A heartbeat is taken only if every number is a JSON integer inside its type's range; otherwise
@@ -598,7 +599,7 @@ REQUEST_IDS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(REQUEST_IDS)
 def test_request_ids_are_bounded_before_they_reach_raft(services: SimpleNamespace, request_id: Any) -> None:
     """Only ids of 1-128 characters of [A-Za-z0-9._:-] get past validation, so nothing longer is

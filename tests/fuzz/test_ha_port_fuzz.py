@@ -22,8 +22,9 @@ from services.common.broker_client import BrokerClient
 from services.common.codes import ResponseCode as RC
 from tests.integration.conftest import FAST_SCANS
 from tests.integration.test_broker import FAST_BROKER, runtime, wait_role
+from tests.support.examples import examples
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.fuzz
 
 settings_ha = {**FAST_BROKER, "inSyncReplicas": 2, "totalReplicas": 2, "slaveTimeout": 1500}
 
@@ -70,7 +71,7 @@ def send(port: int, payload: bytes) -> None:
             pass  # reset or timeout: both are fine answers to garbage
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(frames, min_size=1, max_size=8))
 def test_random_bytes_never_count_as_a_replica(master: BrokerNode, chunks: list[bytes]) -> None:
     send(master.ha_port, b"".join(chunks))

@@ -8,7 +8,6 @@ follower controller, a separate name server, and two brokers of broker-a (master
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import struct
@@ -17,13 +16,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from tests.support.rocketmq_standin import Reply, Request, StandIn, java_long_map
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.component, pytest.mark.timeout(120)]
 
 NOT_LEADER = Reply(2007, "The controller is not in leader state")
 
@@ -272,25 +270,6 @@ def test_a_hostile_answer_is_a_clear_error(answer: bytes) -> None:
         result = mqctl("getControllerMetaData", "-a", address)
     assert result.returncode in (3, 4), result.stderr
     assert "Traceback" not in result.stderr and result.stderr.startswith("Error: ")
-
-
-@pytest.mark.spark
-def test_report_from_a_rocketmq_cluster_has_the_epochs(cluster: Cluster, tmp_path: Path) -> None:
-    """A RocketMQ controller keeps no event log: the report is built from the brokers' epochs alone."""
-    result = mqctl("report", "-a", cluster.leader.address, "-c", "DefaultCluster", "--output", str(tmp_path / "out"),
-                   "--format", "json", timeout="120")
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout)
-    assert [g["brokerName"] for g in summary["groups"]] == ["broker-a"]
-    rows = [json.loads(line) for line in (tmp_path / "out" / "dataset" / "epochs" / "epochs.jsonl").read_text()
-            .splitlines()]
-    assert {(r["brokerAddress"], r["epoch"], r["startOffset"]) for r in rows} == {
-        (cluster.master.address, 1, 0), (cluster.master.address, 2, 1000),
-        (cluster.slave.address, 1, 0), (cluster.slave.address, 2, 1000)}
-    assert (tmp_path / "out" / "dataset" / "events" / "events.jsonl").read_text() == ""
-    without_cluster = mqctl("report", "-a", cluster.leader.address, "--output", str(tmp_path / "out2"))
-    assert without_cluster.returncode == 2
-    assert "keeps no event log: give -c CLUSTER" in without_cluster.stderr
 
 
 def test_update_topic_on_a_rocketmq_cluster_goes_to_its_masters(cluster: Cluster) -> None:

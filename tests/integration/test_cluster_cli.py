@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from pathlib import Path
 
 import pytest
 
-from mqctl.cluster import DevCluster, pid_running, port_free
+from mqctl.cluster import DevCluster, pid_running
+from mqctl.cluster.processes import free_port_span
 from tests.integration.conftest import poll, run_cli
 
 pytestmark = pytest.mark.integration
 
 
-def free_base_port(span: int = 40) -> int:
-    for _ in range(200):
-        base = random.randrange(20000, 40000, 2)
-        if all(port_free(p) for p in range(base, base + span)):
-            return base
-    raise AssertionError("no free port range")
-
-
 def test_cluster_lifecycle_leaves_no_process(tmp_path: Path) -> None:
     data = tmp_path / "dev"
-    base = free_base_port()
+    base = free_port_span(40, step=2)
     pids: list[int] = []
     try:
         up = run_cli("cluster", "up", "--data-dir", str(data), "--base-port", str(base), timeout=180)

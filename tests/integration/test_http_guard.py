@@ -25,7 +25,7 @@ from services.common.envelope import install_error_handlers, respond
 from services.common.httplimits import HttpLimits
 from services.common.httpserver import GracefulServer, make_server
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 LIMITS = HttpLimits(max_connections=64, header_timeout_s=0.5, body_timeout_s=0.5, max_body_bytes=10_000,
                     route_body_bytes={"/big": 200_000}, body_budget_bytes=500_000)

@@ -27,7 +27,7 @@ from services.controller.raft_secret import write_password_file
 from tests.integration.conftest import FAST_SCANS
 from tests.netns.topology import Topology, unavailable_reason, wait_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.slow, pytest.mark.netns]
 
 REASON = unavailable_reason()
 CONTROLLERS = ["c0", "c1", "c2"]

@@ -68,6 +68,7 @@ def cluster_info(address: str) -> bodies.ClusterInfo:
     return bodies.ClusterInfo.decode(answer.body)
 
 
+@pytest.mark.smoke
 def test_every_controller_routes_to_the_master_as_0_across_a_failover(controllers: ControllerCluster,
                                                                       group: list[BrokerNode]) -> None:
     master, slave = group

@@ -21,7 +21,7 @@ from tests.netns.topology import (
     wait_port,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.slow, pytest.mark.netns]
 
 REASON = unavailable_reason()
 

@@ -30,7 +30,7 @@ from services.controller import contract
 from services.controller.raft_transport import MAX_FRAME_BYTES
 from tests.integration.conftest import FAST_SCANS, call, poll, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 FAST = ["-o", "raftElectionTimeoutMinMillis=300", "-o", "raftElectionTimeoutMaxMillis=600", "-o",
         "raftHeartbeatIntervalMillis=50", "-o", "raftLeaderFallbackTimeoutMillis=300"]

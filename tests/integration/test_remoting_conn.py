@@ -14,7 +14,7 @@ from services.common.remoting_conn import RemotingConnection
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import RemotingCommand, make_request, make_response
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 
 async def handler(request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:

@@ -61,7 +61,7 @@ from services.remoting.namesrv_bodies import (
 )
 from tests.integration.conftest import FAST_SCANS
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 CLIENT_TIMEOUT_S = 60.0
 AUTO_CREATE_TOPIC = "TBW102"

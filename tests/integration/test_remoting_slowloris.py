@@ -21,7 +21,7 @@ from tests.integration.conftest import FAST_SCANS, poll, run_cli
 from tests.integration.test_broker import FAST_BROKER, wait_role
 from tests.support.strangers import STRANGER, Trickler, closed_by_server, open_from, raise_fd_limit
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 CAP = 40
 FAST_FRAMES = {"httpHeaderTimeoutMillis": 1000, "httpBodyTimeoutMillis": 1000}
 

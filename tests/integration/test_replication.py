@@ -91,6 +91,7 @@ class Producer(threading.Thread):
         return str(self.master)
 
 
+@pytest.mark.smoke
 def test_failover_loses_no_acknowledged_message(controllers: ControllerCluster, group: list[BrokerNode]) -> None:
     poll(lambda: in_sync_ids(controllers) == [1, 2, 3], 40, "the SyncStateSet to grow to all three")
     old_master = group[0]

@@ -28,7 +28,7 @@ from services.common.broker_client import BrokerClient
 from tests.integration.conftest import run_cli
 from tests.spark.builders import alter, elect, entry, failed, other
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark,
+pytestmark = [pytest.mark.slow, pytest.mark.spark,
               pytest.mark.skipif(not shutil.which("java") and not os.environ.get("JAVA_HOME")
                                  and not os.environ.get("CI"),
                                  reason="no Java runtime on this developer machine: Spark needs Java 17 or 21 "

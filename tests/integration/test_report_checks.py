@@ -14,7 +14,7 @@ from mqctl.cli import cli
 from spark_reports.errors import SparkSetupError
 from spark_reports.session import check_java
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 
 def _fake_java(directory: Path, version_line: str) -> None:

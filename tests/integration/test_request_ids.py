@@ -9,7 +9,7 @@ import pytest
 
 from services.controller.raft import new_request_id
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 
 def test_generated_request_ids_are_distinct_across_processes() -> None:

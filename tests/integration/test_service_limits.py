@@ -28,7 +28,7 @@ from services.controller import contract
 from tests.integration.conftest import FAST_SCANS, FakeBrokerHeartbeats, call, poll, register_broker
 from tests.integration.test_broker import FAST_BROKER, wait_role
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 FAST_HTTP = {"httpHeaderTimeoutMillis": 1000, "httpBodyTimeoutMillis": 1000}
 

@@ -16,7 +16,7 @@ import pytest
 
 from mqctl.cluster import free_port_pair, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 SCRIPT = textwrap.dedent("""
     import os, socket, sys, threading, time

@@ -20,7 +20,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from services.common.sniff import sniffing_protocol
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 
 class Echo(asyncio.Protocol):

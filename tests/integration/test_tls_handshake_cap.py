@@ -21,7 +21,7 @@ from services.controller import contract
 from tests.integration.conftest import FAST_SCANS, poll, run_cli
 from tests.support.strangers import closed_by_server, raise_fd_limit, silent_connections
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 CAP = 60
 FD_LIMIT = 300
 

@@ -21,7 +21,7 @@ import pytest
 
 from mqctl.cluster.processes import free_port_pair
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.slow, pytest.mark.wheel]
 
 ROOT = Path(__file__).resolve().parents[2]
 

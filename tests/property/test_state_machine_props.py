@@ -48,6 +48,7 @@ from services.controller.events import (
 from services.controller.heartbeat import BrokerLiveInfo
 from services.controller.raft import _apply_entry
 from services.controller.state_machine import ControllerResult, ElectMasterRequest, ReplicasInfoManager
+from tests.support.examples import examples
 
 CLUSTER = "c1"
 NAMES = ("broker-a", "broker-b")
@@ -457,7 +458,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
 
 ControllerMachine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=examples(150),
     stateful_step_count=35,
     deadline=None,
     database=None,
@@ -500,7 +501,7 @@ EVENTS = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=examples(200), deadline=None, database=None)
 @given(st.lists(EVENTS, max_size=30))
 def test_apply_of_any_well_typed_event_sequence_never_raises(events: list[Event]) -> None:
     """Apply runs on every node during replay; even events no command would produce (a bug elsewhere, an

@@ -34,6 +34,7 @@ from services.broker.epoch_file import EpochFileCache
 from services.broker.identity import BrokerRegistrar, Identity, IdentityFiles, RegisterState
 from services.broker.store import MESSAGE_DAMAGED, Message, MessageStore
 from services.common.errors import ConfigError, MqctlError
+from tests.support.examples import examples
 
 SEG = 4096
 TS = 1_700_000_000_000
@@ -164,7 +165,7 @@ def check_messages(store: MessageStore, acked: list[Acked], damaged: set[Acked])
     return reported
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_damage_to_any_store_file_is_refused_clearly_or_loses_no_acknowledged_message(
     golden: tuple[Path, list[Acked], list[str]], tmp_path: Path, caplog: pytest.LogCaptureFixture,

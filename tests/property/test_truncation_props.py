@@ -46,6 +46,7 @@ from services.broker.ha.protocol import (
     slave_step,
     transfer_start,
 )
+from tests.support.examples import examples
 
 
 @dataclass
@@ -239,7 +240,7 @@ class ReplicationModel(RuleBasedStateMachine):
 
 
 ReplicationModel.TestCase.settings = settings(
-    max_examples=400,
+    max_examples=examples(400),
     stateful_step_count=50,
     deadline=None,
     database=None,

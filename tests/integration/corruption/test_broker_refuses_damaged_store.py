@@ -18,7 +18,7 @@ from tests.unit.corruption.test_store_corruption import (
     fill,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 
 @pytest.mark.parametrize("damage", [damage_middle_segment, damage_a_record, damage_epoch_file])

@@ -19,6 +19,8 @@ import pytest
 
 from services.broker.store import Message, MessageStore
 
+pytestmark = pytest.mark.component
+
 SEG = 4096
 TS = 1_700_000_000_000
 

@@ -15,10 +15,13 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from mqctl.cluster import make_broker, wait_until
 from services.broker import contract as bc
 from services.broker.store import Message, MessageStore
+
+pytestmark = pytest.mark.component
 
 SEG = 4096
 TS = 1_700_000_000_000

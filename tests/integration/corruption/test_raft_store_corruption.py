@@ -31,7 +31,7 @@ from services.common.errors import ConfigError
 from services.controller import contract
 from services.controller.raft_store import check_raft_store
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.component
 
 FAST = [
     "-o",

@@ -34,6 +34,7 @@ from services.broker.ha.frames import (
     SlaveProof,
     Transfer,
 )
+from tests.support.examples import examples
 
 HX = bytes.fromhex
 
@@ -369,7 +370,7 @@ class TestMasterFrameReaderMalformed:
 # ------------------------------------------------------------------------------------ any bytes
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=600), st.integers(min_value=1, max_value=64))
 def test_any_bytes_give_frames_a_protocol_error_or_need_more(data: bytes, step: int) -> None:
     """Whatever a peer sends, in whatever pieces, each reader yields frames, raises ProtocolError, or waits

@@ -14,6 +14,7 @@ from services.broker import contract as bc
 from services.common.controller_client import http_url, parse_addresses, split_address
 from services.common.errors import AddressError, UsageError
 from services.controller import contract
+from tests.support.examples import examples
 from tests.unit.cli.conftest import FakeCluster, Invoke, assert_one_line_error, envelope, initial_sync_state
 
 META_PATH = contract.METADATA
@@ -147,7 +148,7 @@ class TestCommandLine:
 
 
 # ====================================================================== any text
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.text(max_size=40) | st.from_regex(r"\[?[0-9a-fA-F:.%]{0,20}\]?:[0-9+]{0,6}", fullmatch=True)
        | st.from_regex(r"[0-9]{1,4}(\.[0-9]{1,4}){2,4}:[0-9]{1,5}", fullmatch=True))
 def test_any_text_is_an_address_or_a_usage_error(text: str) -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from services.remoting.errors import BodyError
 from services.remoting.fastjson import DEFAULT_MAX_DEPTH, JsonValue, _Parser, dumps, loads
+from tests.support.examples import examples
 
 # ----------------------------------------------------------------------------------------- reading
 
@@ -113,7 +114,7 @@ TOKENS = ['{', '}', '[', ']', ':', ',', ' ', '"a"', '"b"', '0', '-1', '01', '1.5
 
 
 @given(st.lists(st.sampled_from(TOKENS), max_size=25))
-@settings(deadline=None, max_examples=500)
+@settings(deadline=None, max_examples=examples(500))
 def test_token_soup_is_json_or_refused(tokens: list[str]) -> None:
     """Whatever we accept is JSON that Python reads the same way, or uses bare integer keys."""
     text = "".join(tokens)
@@ -135,7 +136,7 @@ def full_parser(text: str) -> JsonValue | BodyError:
 
 @given(st.lists(st.sampled_from([*TOKENS, '"\\ud83d\\ude00"', '1e400', '"a"', '2.5', '[[[[[[[[', ']]]]]]]]']),
                 max_size=40))
-@settings(deadline=None, max_examples=500)
+@settings(deadline=None, max_examples=examples(500))
 def test_fast_path_agrees_with_the_full_parser(tokens: list[str]) -> None:
     """loads tries Python's json first; whatever it returns, or refuses, the full parser does the same."""
     text = "".join(tokens)

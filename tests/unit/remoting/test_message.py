@@ -37,6 +37,7 @@ from services.remoting.message import (
     encode_pulled,
     offset_msg_id,
 )
+from tests.support.examples import examples
 
 STORE = SocketAddress(bytes([10, 0, 0, 7]), 10911)
 BORN = SocketAddress(bytes([192, 168, 1, 20]), 53412)
@@ -189,7 +190,7 @@ def test_a_batch_of_too_many_entries_is_refused() -> None:
         decode_batch(golden_batch_entry(b"x", b"", 0) * 4, max_entries=3)
 
 
-@settings(deadline=None, max_examples=400)
+@settings(deadline=None, max_examples=examples(400))
 @given(st.binary(max_size=200))
 def test_any_bytes_are_a_batch_or_a_body_error(raw: bytes) -> None:
     try:
@@ -199,7 +200,7 @@ def test_any_bytes_are_a_batch_or_a_body_error(raw: bytes) -> None:
     assert sum(20 + len(e.body) + 2 + len(encode_properties(e.properties).encode()) for e in entries) <= len(raw)
 
 
-@settings(deadline=None, max_examples=400)
+@settings(deadline=None, max_examples=examples(400))
 @given(st.binary(max_size=300))
 def test_any_bytes_are_pulled_messages_or_a_body_error(raw: bytes) -> None:
     try:
@@ -208,7 +209,7 @@ def test_any_bytes_are_pulled_messages_or_a_body_error(raw: bytes) -> None:
         pass
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(st.lists(st.tuples(st.binary(max_size=40), st.integers(-(2**31), 2**31 - 1)), max_size=5),
        st.integers(0, 300))
 def test_flipping_bytes_of_a_valid_batch_never_crashes(parts: list[tuple[bytes, int]], where: int) -> None:

@@ -21,6 +21,7 @@ from services.remoting.command import (
     make_request,
 )
 from services.remoting.errors import RemotingProtocolError
+from tests.support.examples import examples
 
 COMMANDS = [
     make_request(105, opaque=1, ext_fields={"topic": "TopicTest"}),
@@ -198,7 +199,7 @@ def test_one_flipped_byte_never_escapes(command: RemotingCommand, data: st.DataO
 
 
 @given(st.binary(max_size=64))
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300))
 def test_rocketmq_header_noise(noise: bytes) -> None:
     header = struct.pack(">hBhiii", 1, 0, 0, 1, 0, 0) + noise
     raw = struct.pack(">ii", 4 + len(header), 1 << 24 | len(header)) + header
