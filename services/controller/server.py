@@ -80,13 +80,17 @@ def run(config: ControllerConfig) -> None:
     remoting = ControllerRemoting(manager)
 
     def remoting_connection(server_state: object) -> RemotingConnection:
-        return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state)
+        return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state,
+                                  limits=limits)
+
+    limits = remoting.limits()
 
     server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection,
                          limits=config.http_limits(), tls=config.server_tls())
     try:
         server.run()
     finally:
+        remoting.offload.close()
         log.info("controller %s shutting down Raft", me.id)
         raft.destroy()
         log.info("controller %s stopped", me.id)

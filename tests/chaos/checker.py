@@ -8,7 +8,9 @@ Checks (each returns a list of violations, empty when it holds):
 - every replica of the final SyncStateSet holds the same bytes up to confirmOffset;
 - the replicas' epoch histories are prefixes of one another;
 - in the controller's history, masterEpoch only increases, there is at most one master per epoch, and
-  an elected master came from the SyncStateSet unless the election is marked UNCLEAN.
+  an elected master came from the SyncStateSet unless the election is marked UNCLEAN;
+- no master was elected while a stranger's huge frames were being read (``huge_frame``): a frame must not
+  hold a node up long enough to be taken for dead.
 """
 
 from __future__ import annotations
@@ -89,7 +91,9 @@ def check(cluster: DevCluster, history: History) -> Verdict:
     verdict.add("queue order", _queue_order(read))
     verdict.add("replicas differ", _replicas_identical(cluster, state))
     verdict.add("epoch histories", _epoch_prefixes(state))
-    verdict.add("controller history", _controller_history(controller_events(cluster)))
+    events = controller_events(cluster)
+    verdict.add("controller history", _controller_history(events))
+    verdict.add("failover during huge frames", _failovers_during(events, history, "huge_frame"))
     recoveries = [f.recovery_ms for f in history.faults if f.recovery_ms is not None]
     verdict.stats = {
         "acknowledged": len(by_status["ok"]), "failed": len(by_status["failed"]),
@@ -148,6 +152,15 @@ def _epoch_prefixes(state: dict[str, Any]) -> list[str]:
     longest = max(lists.values(), key=len)
     return [f"broker {b} epochs {entries} are not a prefix of {longest}"
             for b, entries in lists.items() if entries != longest[:len(entries)]]
+
+
+def _failovers_during(events: list[dict[str, Any]], history: History, kind: str) -> list[str]:
+    """Elections stamped between a fault of ``kind`` and its healing (faults come one at a time)."""
+    windows = [(f.at_ms, f.healed_ms or f.at_ms) for f in history.faults if f.kind == kind]
+    return [f"{e['brokerName']}: master {e['masterBrokerId']} elected at {e['timestamp']} ({e['electReason']}) "
+            f"during {kind}" for e in events
+            if e["eventType"] == "ELECT_MASTER" and e.get("elected")
+            and any(start <= int(e.get("timestamp") or 0) <= end for start, end in windows)][:20]
 
 
 def _controller_history(events: list[dict[str, Any]]) -> list[str]:
