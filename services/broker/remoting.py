@@ -47,6 +47,7 @@ from services.broker.replicas_manager import Role
 from services.broker.store import Message, MessageIllegal
 from services.broker.topics import TopicsFull
 from services.common.codes import ResponseCode
+from services.common.offload import INLINE_BYTES, Busy, Offload
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import bodies
 from services.remoting import broker_bodies as bb
@@ -56,6 +57,7 @@ from services.remoting.codec import response_frame
 from services.remoting.command import RemotingCommand, RequestCode, make_request, make_response
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
+from services.remoting.limits import HEARTBEAT_BODY, SMALL_BODY, BodyLimit, RequestLimits, server_limits
 from services.remoting.message import SocketAddress, TagFilter
 from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
 
@@ -100,6 +102,7 @@ class BrokerRemoting:
         limits = broker.config.http_limits()
         self._deadlines = (limits.header_timeout_s, limits.body_timeout_s)  # a frame's head, then the rest
         self.puts = PutBatcher(functools.partial(broker.put, validated=True))  # _send validates each alone
+        self.offload = Offload(name="broker-decode")
         self._tasks: list[asyncio.Task[None]] = []
         self._verifier: Verifier | None = None
         self._routes: dict[int, Route] = {
@@ -113,20 +116,23 @@ class BrokerRemoting:
             bh.GET_ALL_TOPIC_CONFIG: self._all_topic_config, bh.UPDATE_AND_CREATE_TOPIC: self._create_topic,
             bh.RESET_MASTER_FLUSH_OFFSET: self._reset_master_flush_offset,
         }
+        self.limits = request_limits(self._routes, broker.config.maxMessageSize)
 
     # ------------------------------------------------------------------ wiring
     def connection(self, server_state: Any) -> RemotingConnection:
         """A protocol for one remoting connection on the listen port (make_server's ``binary``)."""
         return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state, front=self.front,
-                                  head_timeout_s=self._deadlines[0], frame_timeout_s=self._deadlines[1])
+                                  head_timeout_s=self._deadlines[0], frame_timeout_s=self._deadlines[1],
+                                  limits=self.limits)
 
     def front(self, request: RemotingCommand, conn: RemotingConnection) -> bool:
         """Sends, served without a task each: checked at once, then answered when their batch is stored
-        (``PutBatcher.submit``). Everything else goes to ``handle``."""
-        if request.code not in _SEND_REQUESTS:
+        (``PutBatcher.submit``). Everything else goes to ``handle``, and so does a large batch, whose
+        messages are read off the loop."""
+        if request.code not in _SEND_REQUESTS or _large_batch(request):
             return False
         try:
-            prepared = self._prepare_send(request, conn)
+            prepared = self._prepare_send(request, self._born_host(conn))
         except (HeaderFieldError, BodyError) as exc:
             prepared = _answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
         if not isinstance(prepared, tuple):
@@ -153,6 +159,7 @@ class BrokerRemoting:
         self._tasks.append(asyncio.create_task(self._expire_loop(), name="consumer-expiry"))
 
     async def stop(self) -> None:
+        self.offload.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -167,6 +174,9 @@ class BrokerRemoting:
             answer = await route(request, conn)
         except (HeaderFieldError, BodyError) as exc:
             answer = _answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        except Busy as exc:
+            log.info("request %d from %s refused: %s", request.code, conn.peer, exc)
+            answer = _answer(request, ResponseCode.SYSTEM_BUSY, str(exc))
         return None if request.is_oneway else answer
 
     def on_closed(self, conn: RemotingConnection) -> None:
@@ -175,25 +185,30 @@ class BrokerRemoting:
 
     # ------------------------------------------------------------------ send
     async def _send(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-        prepared = self._prepare_send(request, conn)
+        born_host = self._born_host(conn)
+        prepared = await self.offload.run(len(request.body), lambda: self._prepare_send(request, born_host))
         if not isinstance(prepared, tuple):
             return prepared
         messages, uniq_keys = prepared
         outcome = await self.puts.put(messages)
         return self._send_answer(request, outcome, uniq_keys)
 
-    def _prepare_send(self, request: RemotingCommand,
-                      conn: RemotingConnection) -> RemotingCommand | tuple[list[Message], list[str]] | None:
-        """A send's messages and their UNIQ_KEYs, each checked on its own; or the refusal to answer (None for
-        a oneway send)."""
-        header = bh.parse_send_header(request.code, dict(request.ext_fields))
-        refusal = self._send_check(header, request.body)
-        if refusal is not None:
-            return _answer(request, refusal.code, refusal.remark)
+    @staticmethod
+    def _born_host(conn: RemotingConnection) -> SocketAddress:
         born_host = conn.attributes.get("bornHost")
         if born_host is None:  # parsed once per connection
             host, _, port = conn.peer.rpartition(":")
             born_host = conn.attributes["bornHost"] = SocketAddress.parse(host, _port(port))
+        return born_host
+
+    def _prepare_send(self, request: RemotingCommand,
+                      born_host: SocketAddress) -> RemotingCommand | tuple[list[Message], list[str]] | None:
+        """A send's messages and their UNIQ_KEYs, each checked on its own; or the refusal to answer (None for
+        a oneway send). Pure (reads only the configuration), so a large batch is prepared off the loop."""
+        header = bh.parse_send_header(request.code, dict(request.ext_fields))
+        refusal = self._send_check(header, request.body)
+        if refusal is not None:
+            return _answer(request, refusal.code, refusal.remark)
         messages = to_store_messages(header, request.body, born_host, self.b.config.brokerClusterName)
         if isinstance(messages, Refusal):
             return _answer(request, messages.code, messages.remark)
@@ -351,23 +366,16 @@ class BrokerRemoting:
 
     # ------------------------------------------------------------------ consumer groups
     async def _heartbeat(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-        data = bb.HeartbeatData.decode(request.body)
-        client = data.client_id or ""
-        if not 0 < len(client) <= 1024:
-            raise BodyError("clientID must be 1-1024 characters")
+        client, groups = await self.offload.run(len(request.body), lambda: read_heartbeat(request.body))
         changed = []
-        for consumer in data.consumer_data_set:
-            group = consumer.group_name or ""
-            if GROUP_PATTERN.fullmatch(group) is None:
-                raise BodyError(f"consumerDataSet: groupName {group[:80]!r} is not a group name")
-            subs = _subscriptions(consumer)
+        for group, subs in groups:
             try:
                 if self.consumers.register(group, client, conn, subs, self.b.clock.now_ms()):
                     changed.append(group)
             except RegistryFull as exc:
                 return _answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
         self._notify_groups(changed)
-        await self._retry_topics(consumer.group_name or "" for consumer in data.consumer_data_set)
+        await self._retry_topics(group for group, _ in groups)
         return _answer(request, ResponseCode.SUCCESS)
 
     async def _retry_topics(self, groups: Iterable[str]) -> None:
@@ -503,6 +511,40 @@ class BrokerRemoting:
         if self._verifier is None or self._verifier.secret != token:
             self._verifier = Verifier(token)
         return self._verifier.check(request, self.b.clock.now_ms())
+
+
+def request_limits(served: Iterable[int], max_message_size: int) -> RequestLimits:
+    """What each request may carry (docs/remoting.md): a send its message (or batch), a heartbeat its
+    client's groups, a role-change hint its SyncStateSet (never read); the rest no body."""
+    invalid = ResponseCode.INVALID_PARAMETER
+    send = BodyLimit(max_message_size, ResponseCode.MESSAGE_ILLEGAL, "maxMessageSize")
+    bodies: dict[int, BodyLimit] = {**dict.fromkeys(_SEND_REQUESTS, send), RC.HEART_BEAT: BodyLimit(HEARTBEAT_BODY, invalid),
+                                    RC.NOTIFY_BROKER_ROLE_CHANGED: BodyLimit(SMALL_BODY, invalid)}
+    return server_limits(served, bodies, invalid, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+
+
+def read_heartbeat(body: bytes) -> tuple[str, list[tuple[str, dict[str, str]]]]:
+    """A heartbeat's client id and, per consumer group, its subscriptions (topic -> expression), every name
+    and expression checked; pure, so a large one is read off the loop. Raises BodyError."""
+    data = bb.HeartbeatData.decode(body)
+    client = data.client_id or ""
+    if not 0 < len(client) <= 1024:
+        raise BodyError("clientID must be 1-1024 characters")
+    groups = []
+    for consumer in data.consumer_data_set:
+        group = consumer.group_name or ""
+        if GROUP_PATTERN.fullmatch(group) is None:
+            raise BodyError(f"consumerDataSet: groupName {group[:80]!r} is not a group name")
+        groups.append((group, _subscriptions(consumer)))
+    return client, groups
+
+
+def _large_batch(request: RemotingCommand) -> bool:
+    """A batch whose messages are many enough to be read off the loop (a single message costs little)."""
+    if len(request.body) <= INLINE_BYTES:
+        return False
+    return request.code == RC.SEND_BATCH_MESSAGE or request.ext_fields.get(
+        "batch" if request.code == RC.SEND_MESSAGE else "m", "").lower() in ("true", "1")
 
 
 def _subscriptions(consumer: bb.ConsumerData) -> dict[str, str]:

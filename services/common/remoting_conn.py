@@ -2,11 +2,14 @@
 each request is handled in its own task (many in flight on one connection, answered by ``opaque`` in
 whatever order they finish), and answers are written in the request's serialize type.
 
-What is bounded: one frame (``max_frame_size``, checked from its length prefix), requests in flight on one
+What is bounded: one frame (``max_frame_size``, checked from its length prefix), its header and, by the
+request's code, its body (``limits``, services/remoting/limits.py: a body larger than its code admits is
+skipped unread and the request answered with the refusal its server chose), requests in flight on one
 connection (``max_in_flight``; reading pauses beyond it), the time a frame takes to arrive (its length, mark
 and header within ``head_timeout_s`` of its first byte, the rest within ``frame_timeout_s`` of its header:
 the listener's HTTP head and body deadlines, so a byte now and then cannot hold a connection for ever), and
-silence between frames (``idle_timeout_s`` without a whole frame closes the connection). A malformed frame closes the connection; a handler that raises is answered
+silence between frames (``idle_timeout_s`` without a whole frame closes the connection). A malformed frame
+or an oversized header closes the connection, with a log line; a handler that raises is answered
 ``SYSTEM_ERROR`` without its details, and logged. ``on_closed`` runs once when the connection ends, so a
 server can treat a broker's connection closing as that broker going away, as RocketMQ's controller does.
 """
@@ -20,9 +23,10 @@ from typing import Any, cast
 
 from services.common.codes import ResponseCode
 from services.common.httplimits import DEFAULT_BODY_TIMEOUT_MS, DEFAULT_HEADER_TIMEOUT_MS
-from services.remoting.codec import MAX_FRAME_SIZE, FrameDecoder, encode
+from services.remoting.codec import MAX_FRAME_SIZE, encode
 from services.remoting.command import RemotingCommand, make_response
 from services.remoting.errors import RemotingProtocolError
+from services.remoting.limits import BodyLimit, Oversized, RequestDecoder, RequestLimits
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
 #: A connection silent this long is closed (Netty's serverChannelMaxIdleTimeSeconds in RocketMQ).
 IDLE_TIMEOUT_S = 120.0
+#: The bounds of a server that sets none of its own: any code, any body up to the frame limit.
+OPEN_LIMITS = RequestLimits({}, BodyLimit(MAX_FRAME_SIZE, ResponseCode.SYSTEM_ERROR))
 #: A front handler takes a request without a task of its own, or declines it (False: it goes to ``handler``).
 #: A request it takes counts as in flight until it calls ``conn.finish(request, answer)``.
 FrontHandler = Callable[[RemotingCommand, "RemotingConnection"], bool]
@@ -40,10 +46,11 @@ class RemotingConnection(asyncio.Protocol):
                  idle_timeout_s: float = IDLE_TIMEOUT_S, on_closed: Callable[[RemotingConnection], None] | None = None,
                  server_state: Any = None, front: FrontHandler | None = None,
                  head_timeout_s: float = DEFAULT_HEADER_TIMEOUT_MS / 1000,
-                 frame_timeout_s: float = DEFAULT_BODY_TIMEOUT_MS / 1000) -> None:
+                 frame_timeout_s: float = DEFAULT_BODY_TIMEOUT_MS / 1000,
+                 limits: RequestLimits = OPEN_LIMITS) -> None:
         self.handler = handler
         self.front = front
-        self.decoder = FrameDecoder(max_frame_size)
+        self.decoder = RequestDecoder(limits, max_frame_size)
         self.max_in_flight = max_in_flight
         self.idle_timeout_s = idle_timeout_s
         self.head_timeout_s, self.frame_timeout_s = head_timeout_s, frame_timeout_s
@@ -81,6 +88,9 @@ class RemotingConnection(asyncio.Protocol):
             self._arm_idle()
         self._watch_frame(bool(commands))
         for command in commands:
+            if isinstance(command, Oversized):
+                self._refuse(command)
+                continue
             if command.is_response:
                 continue  # this server sends no requests of its own on an accepted connection
             if self.front is not None and self._front(command):
@@ -170,6 +180,16 @@ class RemotingConnection(asyncio.Protocol):
         except ValueError as exc:
             log.error("cannot answer remoting request %d from %s: %s", request.code, self.peer, exc)
             self.send(make_response(request, ResponseCode.SYSTEM_ERROR, "the answer cannot be encoded"))
+
+    def _refuse(self, oversized: Oversized) -> None:
+        """A request whose body was larger than its code admits: it was skipped unread; answer why."""
+        request = oversized.request
+        log.info("remoting request %d from %s refused unread: %s", request.code, self.peer, oversized.remark())
+        if request.is_oneway or request.is_response:
+            return
+        remark = (f" request type {request.code} not supported"
+                  if oversized.limit.refusal == ResponseCode.REQUEST_CODE_NOT_SUPPORTED else oversized.remark())
+        self.send(make_response(request, oversized.limit.refusal, remark))
 
     def _arm_idle(self) -> None:
         if self._idle is not None:

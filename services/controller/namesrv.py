@@ -44,7 +44,7 @@ write, which is what RocketMQ's 5-second scan approximates.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.common.codes import ResponseCode
@@ -53,8 +53,9 @@ from services.remoting.acl import ReplayGuard
 from services.remoting.bodies import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from services.remoting.namesrv_bodies import DataVersion, TopicConfig
 
-__all__ = ["AUTO_CREATE_TOPIC", "DEFAULT_BROKER_TIMEOUT_MS", "MASTER_ID", "ControllerGroup", "Limits", "Proof",
-           "RegisterResult", "Registration", "RouteRefused", "RouteTable", "java_hash_order"]
+__all__ = ["AUTO_CREATE_TOPIC", "DEFAULT_BROKER_TIMEOUT_MS", "MASTER_ID", "TOPICS_PER_STEP", "ControllerGroup",
+           "Limits", "Proof", "RegisterResult", "Registration", "RouteRefused", "RouteTable", "check_topics",
+           "java_hash_order"]
 
 MASTER_ID = 0
 #: RocketMQ's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME for name-server registrations.
@@ -67,6 +68,8 @@ PERM_WRITE = 2
 #: TopicValidator: a topic name is 1-127 of these characters.
 TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
+#: The topics a registration counts or takes between two turns of the event loop (a few milliseconds).
+TOPICS_PER_STEP = 1000
 _PORT = re.compile(r"[0-9]{1,5}")
 
 
@@ -175,10 +178,26 @@ class RouteTable:
     # ------------------------------------------------------------------ writes
     def register(self, reg: Registration) -> RegisterResult:
         """Take a registration (RouteInfoManager.registerBroker); raises RouteRefused."""
+        steps = self.registering(reg)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                result: RegisterResult = done.value
+                return result
+
+    def registering(self, reg: Registration, *, topics_checked: bool = False,
+                    step: int = TOPICS_PER_STEP) -> Generator[None, None, RegisterResult]:
+        """``register`` in steps: it yields after every ``step`` topics it counts or takes, so that a
+        registration of many topics never holds an event loop long. Registrations must not interleave (the
+        caller serialises them); other changes may come between steps: a registration whose broker is
+        dropped meanwhile (its connection closed) takes no more topics. ``topics_checked``: the topics'
+        names and numbers were already checked (``check_topics``, off the loop)."""
         self.expire()
-        self._check(reg)
+        self._check(reg, topics_checked)
         view = self.controller_view(reg.broker_name)
         broker_id = reg.broker_id if view is None else self._admit(reg, view)
+        yield from self._check_room(reg, step)
         key = (reg.cluster, reg.address)
         self._clusters.setdefault(reg.cluster, {})[reg.broker_name] = None
         group = self._groups.setdefault(reg.broker_name, _Group(reg.cluster))
@@ -191,14 +210,13 @@ class RouteTable:
         if view is None and old is not None and old != reg.address and self._outranked(reg, old):
             self._live.pop(key, None)
             return RegisterResult()  # RocketMQ answers SUCCESS and keeps the broker that holds the id
-        first = old is None
         group.addrs[broker_id] = reg.address
-        changed = first or self._version_changed(key, reg.data_version)
-        self._take_topics(reg, group, changed)
+        changed = old is None or self._version_changed(key, reg.data_version)
         timeout = reg.heartbeat_timeout_ms if reg.heartbeat_timeout_ms and reg.heartbeat_timeout_ms > 0 \
             else DEFAULT_BROKER_TIMEOUT_MS
-        self._live[key] = _Live(reg.broker_name, self.now_ms(), min(timeout, MAX_BROKER_TIMEOUT_MS),
-                                reg.data_version, reg.ha_address, reg.channel)
+        live = self._live[key] = _Live(reg.broker_name, self.now_ms(), min(timeout, MAX_BROKER_TIMEOUT_MS),
+                                       reg.data_version, reg.ha_address, reg.channel)
+        yield from self._take_topics(reg, group, changed, lambda: self._live.get(key) is live, step)
         return self._result(reg, group)
 
     def unregister(self, cluster: str, address: str, broker_name: str, channel: object = None) -> bool:
@@ -307,7 +325,8 @@ class RouteTable:
         live = self._live.get(key)
         return live is None or live.data_version != version
 
-    def _take_topics(self, reg: Registration, group: _Group, changed: bool) -> None:
+    def _take_topics(self, reg: Registration, group: _Group, changed: bool, current: Callable[[], bool],
+                     step: int) -> Generator[None, None, None]:
         shown = self._addresses(reg.broker_name, group)
         my_id = next((i for i, a in shown.items() if a == reg.address), None)
         is_master = my_id == MASTER_ID
@@ -315,7 +334,11 @@ class RouteTable:
                        and my_id == min(shown))
         if not (is_master or prime_slave):
             return
-        for topic, config in reg.topics.items():
+        for index, (topic, config) in enumerate(reg.topics.items()):
+            if index and index % step == 0:
+                yield
+                if not current():
+                    return  # dropped meanwhile: its topics must not come back with it gone
             queues = self._topics.get(topic)
             if changed or queues is None or reg.broker_name not in queues:
                 perm = config.perm & ~PERM_WRITE if prime_slave and group.enable_acting_master else config.perm
@@ -374,7 +397,7 @@ class RouteTable:
                 del self._topics[topic]
 
     # ------------------------------------------------------------------ checks
-    def _check(self, reg: Registration) -> None:
+    def _check(self, reg: Registration, topics_checked: bool) -> None:
         _check_name(reg.cluster, "clusterName")
         _check_name(reg.broker_name, "brokerName")
         _check_address(reg.address, "brokerAddr")
@@ -384,14 +407,13 @@ class RouteTable:
             _check_name(reg.zone_name, "zoneName")
         if reg.broker_id < 0:
             raise RouteRefused(ResponseCode.INVALID_PARAMETER, f"brokerId {reg.broker_id} is negative")
-        for name, config in reg.topics.items():
-            self._check_topic(name, config)
+        if not topics_checked:
+            check_topics(reg.topics, self.limits)
         group = self._groups.get(reg.broker_name)
         if group is not None and group.cluster != reg.cluster and self.controller_view(reg.broker_name) is None:
             raise RouteRefused(ResponseCode.INVALID_PARAMETER,
                                f"broker group {reg.broker_name} is registered in cluster {group.cluster}, "
                                f"not {reg.cluster}")
-        self._check_room(reg)
 
     def _admit(self, reg: Registration, view: ControllerGroup) -> int:
         """A registration for a group the controller manages: the id it is held under, or RouteRefused."""
@@ -427,23 +449,15 @@ class RouteTable:
             return "the signature is not this broker's (or the registration was changed)"
         return self._proofs.admit(proof.signature, proof.signed_ms, self.wall_ms())
 
-    def _check_topic(self, name: str, config: TopicConfig) -> None:
-        if TOPIC_PATTERN.fullmatch(name) is None or config.topic_name != name:
-            raise RouteRefused(ResponseCode.INVALID_PARAMETER,
-                               f"topic {name[:140]!r} is not a valid topic name (1-127 of letters, digits, "
-                               "%|_-) or is not the name of its config")
-        for what, value, high in (("readQueueNums", config.read_queue_nums, self.limits.max_queue_nums),
-                                  ("writeQueueNums", config.write_queue_nums, self.limits.max_queue_nums),
-                                  ("perm", config.perm, 15), ("topicSysFlag", config.topic_sys_flag, 2**31 - 1)):
-            if not 0 <= value <= high:
-                raise RouteRefused(ResponseCode.INVALID_PARAMETER,
-                                   f"topic {name}: {what} {value} is outside 0..{high}")
-
-    def _check_room(self, reg: Registration) -> None:
+    def _check_room(self, reg: Registration, step: int) -> Generator[None, None, None]:
         if (reg.cluster, reg.address) not in self._live and len(self._live) >= self.limits.max_brokers:
             raise RouteRefused(ResponseCode.SYSTEM_ERROR,
                                f"this name server holds its limit of {self.limits.max_brokers} brokers")
-        new = sum(1 for t in reg.topics if reg.broker_name not in self._topics.get(t, {}))
+        new = 0
+        for index, topic in enumerate(reg.topics):
+            if index and index % step == 0:
+                yield
+            new += reg.broker_name not in self._topics.get(topic, ())
         if self._entries + new > self.limits.max_queue_entries:
             raise RouteRefused(ResponseCode.SYSTEM_ERROR,
                                f"registering {new} more topic routes would pass this name server's limit of "
@@ -457,6 +471,22 @@ def _controller_id(view: ControllerGroup, address: str) -> int | None:
     if not ids:
         return None
     return view.master_id if view.master_id in ids else max(ids)
+
+
+def check_topics(topics: Mapping[str, TopicConfig], limits: Limits) -> None:
+    """Every topic of a registration is a valid name with numbers in range; raises RouteRefused. Pure, so a
+    large registration can be checked off the event loop."""
+    for name, config in topics.items():
+        if TOPIC_PATTERN.fullmatch(name) is None or config.topic_name != name:
+            raise RouteRefused(ResponseCode.INVALID_PARAMETER,
+                               f"topic {name[:140]!r} is not a valid topic name (1-127 of letters, digits, "
+                               "%|_-) or is not the name of its config")
+        for what, value, high in (("readQueueNums", config.read_queue_nums, limits.max_queue_nums),
+                                  ("writeQueueNums", config.write_queue_nums, limits.max_queue_nums),
+                                  ("perm", config.perm, 15), ("topicSysFlag", config.topic_sys_flag, 2**31 - 1)):
+            if not 0 <= value <= high:
+                raise RouteRefused(ResponseCode.INVALID_PARAMETER,
+                                   f"topic {name}: {what} {value} is outside 0..{high}")
 
 
 def _check_name(value: str, what: str) -> None:

@@ -7,27 +7,41 @@ connection it came on: when that connection closes, the broker is forgotten at o
 connection may unregister it. A registration of a group the controller manages must come from an address
 the controller has for it, and be signed with the broker's key when the controller holds one (``signature``
 and ``signedAt``, see services/remoting/mqctl_ext.py; the rules are in namesrv.py).
+
+A registration may list tens of thousands of topics. Its body is read, its topics checked and its digest
+taken off the event loop (``Offload``: a worker thread for a large body), and the table takes them a
+thousand at a time between turns of the loop (``RouteTable.registering``), one registration after another.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Generator
+from typing import TYPE_CHECKING, TypeVar
 
 from services.common.codes import ResponseCode
+from services.common.offload import Offload
 from services.common.signing import REGISTER_LABEL, request_message
 from services.controller.namesrv import (
     ControllerGroup,
     ControllerView,
+    Limits,
     Proof,
     Registration,
     RouteRefused,
     RouteTable,
+    check_topics,
 )
 from services.remoting import headers as h
 from services.remoting import mqctl_ext as ext
 from services.remoting.command import RemotingCommand, make_response
-from services.remoting.namesrv_bodies import DataVersion, RegisterBrokerBody, body_crc32
+from services.remoting.namesrv_bodies import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    body_crc32,
+)
 
 if TYPE_CHECKING:
     from services.common.remoting_conn import RemotingConnection
@@ -35,8 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STANDARD_JSON_VERSION", "ZONE_NAME", "NameServerRemoting",
-           "controller_view", "registration_proof", "topic_not_exist"]
+__all__ = ["STANDARD_JSON_VERSION", "ZONE_NAME", "NameServerRemoting", "controller_view", "read_registration",
+           "registration_proof", "stepped", "topic_not_exist"]
 
 #: MQVersion.Version.V4_9_4: from this requester version on, a route is answered in standard JSON.
 STANDARD_JSON_VERSION = 401
@@ -73,22 +87,27 @@ def controller_view(manager: ControllerManager) -> ControllerView:
     return view
 
 
+T = TypeVar("T")
+
+
 class NameServerRemoting:
-    def __init__(self, table: RouteTable) -> None:
+    def __init__(self, table: RouteTable, offload: Offload | None = None) -> None:
         self.table = table
+        self.offload = offload or Offload()
+        self._registering = asyncio.Lock()
 
     async def register_broker(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         req = h.RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
-        if req.body_crc32 != 0 and body_crc32(request.body) != req.body_crc32:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        body = RegisterBrokerBody.decode_request(request.body, compressed=req.compressed, version=request.version)
-        wrapper = body.topic_config_serialize_wrapper
+        limits = self.table.limits
         try:
-            result = self.table.register(Registration(
-                req.cluster_name, req.broker_name, req.broker_id, req.broker_addr, req.ha_server_addr,
-                wrapper.topic_config_table, wrapper.data_version, req.heartbeat_timeout_millis,
-                req.enable_acting_master, request.ext_fields.get(ZONE_NAME), channel=conn,
-                proof=registration_proof(request)))
+            wrapper, proof = await self.offload.run(
+                len(request.body), lambda: (read_registration(request, req, limits), registration_proof(request)))
+            async with self._registering:
+                result = await stepped(self.table.registering(Registration(
+                    req.cluster_name, req.broker_name, req.broker_id, req.broker_addr, req.ha_server_addr,
+                    wrapper.topic_config_table, wrapper.data_version, req.heartbeat_timeout_millis,
+                    req.enable_acting_master, request.ext_fields.get(ZONE_NAME), channel=conn, proof=proof),
+                    topics_checked=True))
         except RouteRefused as exc:
             return make_response(request, exc.code, exc.remark)
         header = h.RegisterBrokerResponseHeader(ha_server_addr=result.ha_address, master_addr=result.master_address)
@@ -104,7 +123,7 @@ class NameServerRemoting:
     async def query_data_version(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         """Whether the broker's topic configs changed since it last registered here (then it registers)."""
         req = h.QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
-        theirs = DataVersion.decode(request.body)
+        theirs = await self.offload.run(len(request.body), lambda: DataVersion.decode(request.body))
         ours = self.table.query_data_version(req.cluster_name, req.broker_addr, conn)
         header = h.QueryDataVersionResponseHeader(changed=ours is None or ours != theirs)
         return make_response(request, ResponseCode.SUCCESS, None, header.to_ext_fields(),
@@ -123,3 +142,26 @@ class NameServerRemoting:
 
     def on_closed(self, conn: RemotingConnection) -> None:
         self.table.on_channel_closed(conn)
+
+
+def read_registration(request: RemotingCommand, req: h.RegisterBrokerRequestHeader,
+                      limits: Limits) -> TopicConfigSerializeWrapper:
+    """A REGISTER_BROKER's body, decoded and its topics checked (pure: done off the loop when large);
+    raises RouteRefused (a CRC that does not match) or BodyError."""
+    if req.body_crc32 != 0 and body_crc32(request.body) != req.body_crc32:
+        raise RouteRefused(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+    body = RegisterBrokerBody.decode_request(request.body, compressed=req.compressed, version=request.version)
+    wrapper = body.topic_config_serialize_wrapper
+    check_topics(wrapper.topic_config_table, limits)
+    return wrapper
+
+
+async def stepped(steps: Generator[None, None, T]) -> T:
+    """Run ``steps`` to its end, letting the event loop run between two steps."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        await asyncio.sleep(0)

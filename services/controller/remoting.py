@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from services.common.codes import ResponseCode
 from services.common.errors import ConfigError
+from services.common.offload import Busy, Offload
 from services.common.props import parse_properties
 from services.controller.heartbeat import MAX_PRIORITY, Heartbeat
 from services.controller.namesrv import RouteTable
@@ -43,6 +45,14 @@ from services.remoting import mqctl_ext as ext
 from services.remoting.acl import Verifier
 from services.remoting.command import RemotingCommand, RequestCode, make_request, make_response
 from services.remoting.errors import BodyError, HeaderFieldError
+from services.remoting.limits import (
+    BROKER_NAMES_BODY,
+    REGISTRATION_BODY,
+    SMALL_BODY,
+    BodyLimit,
+    RequestLimits,
+    server_limits,
+)
 
 if TYPE_CHECKING:
     from services.common.remoting_conn import RemotingConnection
@@ -78,8 +88,9 @@ class ControllerRemoting:
 
     def __init__(self, manager: ControllerManager) -> None:
         self.m = manager
+        self.offload = Offload(name="controller-decode")
         self.namesrv = NameServerRemoting(RouteTable(manager.clock.monotonic_ms, controller_view(manager),
-                                                     wall_ms=manager.clock.now_ms))
+                                                     wall_ms=manager.clock.now_ms), self.offload)
         self._verifier: Verifier | None = None
         self._routes = {
             RC.BROKER_HEARTBEAT: self._heartbeat,
@@ -102,6 +113,9 @@ class ControllerRemoting:
             ext.GET_BROKER_KEYS: self._broker_keys,
         }
 
+    def limits(self) -> RequestLimits:
+        return request_limits(self._routes)
+
     async def handle(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         route = self._routes.get(request.code)
         if route is None:
@@ -118,6 +132,9 @@ class ControllerRemoting:
             answer: RemotingCommand | None = await route(request, conn)
         except (HeaderFieldError, BodyError) as exc:
             return None if request.is_oneway else make_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        except Busy as exc:
+            log.info("request %d from %s refused: %s", request.code, conn.peer, exc)
+            return None if request.is_oneway else make_response(request, ResponseCode.SYSTEM_BUSY, str(exc))
         return answer
 
     def verifier(self) -> Verifier:
@@ -194,7 +211,7 @@ class ControllerRemoting:
         req = h.AlterSyncStateSetRequestHeader.from_ext_fields(request.ext_fields)
         name = self._name(req.broker_name)
         master_id, epoch = self._id(req.master_broker_id, "masterBrokerId"), req.master_epoch or 0
-        proposed = bodies.SyncStateSet.decode(request.body)
+        proposed = await self.offload.run(len(request.body), lambda: bodies.SyncStateSet.decode(request.body))
         signature = ext.BrokerExtension.from_ext_fields(request.ext_fields).signature or ""
         result = await self.m.write(name, lambda s: s.alter_sync_state_set(
             name, master_id, epoch, sorted(proposed.sync_state_set), proposed.sync_state_set_epoch, self.m.alive,
@@ -243,7 +260,8 @@ class ControllerRemoting:
         return _answer(request, result, None, ext.BrokerKeys(keys))
 
     async def _sync_state_data(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        names = bodies.decode_broker_names(request.body) if request.body else ()
+        names = await self.offload.run(len(request.body), lambda: bodies.decode_broker_names(request.body)) \
+            if request.body else ()
         result = await self.m.read(lambda s: s.get_sync_state_data(list(names), self.m.alive))
         if not result.ok:
             return _answer(request, result)
@@ -276,10 +294,7 @@ class ControllerRemoting:
         return make_response(request, ResponseCode.SUCCESS, None, None, text.encode("utf-8"))
 
     async def _update_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        try:
-            props = parse_properties(request.body.decode("utf-8"), "the request body")
-        except (UnicodeDecodeError, ConfigError) as exc:
-            raise BodyError(f"the body is not properties text: {exc}") from None
+        props = await self.offload.run(len(request.body), lambda: _properties(request.body))
         result = self.m.apply_config_update(props)
         return _answer(request, result)
 
@@ -297,6 +312,17 @@ class ControllerRemoting:
         return value
 
 
+def request_limits(served: Iterable[int]) -> RequestLimits:
+    """What each request may carry (docs/remoting.md): a registration a broker's topics, 1006 a list of
+    broker names, an alter, a DataVersion or a config update a small JSON or properties body; the rest none."""
+    invalid = ResponseCode.INVALID_PARAMETER
+    bodies: dict[int, BodyLimit] = {RC.REGISTER_BROKER: BodyLimit(REGISTRATION_BODY, invalid),
+                                    RC.CONTROLLER_GET_SYNC_STATE_DATA: BodyLimit(BROKER_NAMES_BODY, invalid)}
+    for code in (RC.CONTROLLER_ALTER_SYNC_STATE_SET, RC.UPDATE_CONTROLLER_CONFIG, RC.QUERY_DATA_VERSION):
+        bodies[code] = BodyLimit(SMALL_BODY, invalid)
+    return server_limits(served, bodies, invalid, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+
+
 def role_change_request(payload: dict[str, Any]) -> RemotingCommand:
     """NOTIFY_BROKER_ROLE_CHANGED (1008, oneway) with what an election committed."""
     header = h.NotifyBrokerRoleChangedRequestHeader(
@@ -311,10 +337,17 @@ def _identity(replica: dict[str, Any]) -> bodies.ReplicaIdentity:
                                   replica["alive"])
 
 
+def _properties(body: bytes) -> dict[str, str]:
+    try:
+        return parse_properties(body.decode("utf-8"), "the request body")
+    except (UnicodeDecodeError, ConfigError) as exc:
+        raise BodyError(f"the body is not properties text: {exc}") from None
+
+
 def _prop(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return "" if value is None else str(value)
 
 
-__all__ = ["BROKER", "PROTECTED", "ControllerRemoting", "role_change_request"]
+__all__ = ["BROKER", "PROTECTED", "ControllerRemoting", "request_limits", "role_change_request"]

@@ -143,16 +143,19 @@ def run(config: ControllerConfig) -> None:
     remoting = ControllerRemoting(manager)
 
     limits = config.http_limits()
+    code_limits = remoting.limits()
 
     def remoting_connection(server_state: object) -> RemotingConnection:
         return RemotingConnection(remoting.handle, on_closed=remoting.on_closed, server_state=server_state,
-                                  head_timeout_s=limits.header_timeout_s, frame_timeout_s=limits.body_timeout_s)
+                                  head_timeout_s=limits.header_timeout_s, frame_timeout_s=limits.body_timeout_s,
+                                  limits=code_limits)
 
     server = make_server(create_app(manager), host, me.port, started, manager.stop, binary=remoting_connection,
                          limits=limits, tls=config.server_tls(), known=known_peers(config, manager))
     try:
         server.run()
     finally:
+        remoting.offload.close()
         log.info("controller %s shutting down Raft", me.id)
         raft.destroy()
         log.info("controller %s stopped", me.id)

@@ -4,6 +4,8 @@
 * ``codec``    -- frames: ``encode`` and the incremental ``FrameDecoder`` (JSON and ROCKETMQ headers);
 * ``headers``  -- the custom headers (extFields) of the requests and responses we serve or send;
 * ``fastjson`` -- JSON as RocketMQ's fastjson writes it (bare integer map keys) with size/depth limits;
+* ``jsonscan`` -- Python's C JSON decoder held to fastjson's rules (what fastjson reads with);
+* ``limits``   -- what each request code may carry, and the server's decoder that reads its header first;
 * ``bodies``   -- the JSON bodies (SyncStateSet, BrokerReplicasInfo, ClusterInfo, TopicRouteData, ...);
 * ``errors``   -- ``RemotingProtocolError`` (drop the connection), ``HeaderFieldError``, ``BodyError``;
 * ``acl``      -- requests signed with the auth token (fields by name, code, time, body; replay; RocketMQ's ACL too);
@@ -13,4 +15,4 @@ docs/remoting.md describes the wire format, the limits and how compatibility is 
 """
 
 __all__ = ["acl", "bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
-           "message", "mqctl_ext", "namesrv_bodies"]
+           "jsonscan", "limits", "message", "mqctl_ext", "namesrv_bodies"]

@@ -15,7 +15,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from services.remoting import fastjson
 from services.remoting.errors import BodyError
@@ -24,7 +24,8 @@ from services.remoting.fastjson import JsonValue, describe
 T = TypeVar("T")
 INT64_MAX = 2**63 - 1
 _LIMITS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), INT64_MAX)}
-_DECIMAL_KEY = re.compile(r"-?(?:0|[1-9][0-9]{0,18})")
+#: A quoted broker id is written as a bare one is: as Java writes the number (not -0, 01 or +1).
+_DECIMAL_KEY = re.compile(r"0|-?[1-9][0-9]{0,18}")
 
 
 class _Obj:
@@ -124,6 +125,9 @@ def _str_key(key: str | int, path: str) -> str:
 class Body(ABC):
     """Base of every body: ``encode`` to fastjson bytes, ``decode`` with checks."""
 
+    #: Whether a read keeps parts of the parsed JSON as they are (then a large one is not taken apart).
+    keeps_json: ClassVar[bool] = False
+
     @abstractmethod
     def to_json(self) -> dict[str, Any]: ...
 
@@ -136,7 +140,12 @@ class Body(ABC):
 
     @classmethod
     def decode(cls, data: bytes, *, max_bytes: int = fastjson.DEFAULT_MAX_BYTES) -> Self:
-        return cls.read(_Obj(fastjson.loads(data, max_bytes=max_bytes), ""))
+        value = fastjson.loads(data, max_bytes=max_bytes)
+        try:
+            return cls.read(_Obj(value, ""))
+        finally:
+            if len(data) > fastjson.WINDOW and not cls.keeps_json:
+                fastjson.release(value)
 
 
 def _read_all(obj: _Obj, key: str, reader: Callable[[_Obj], T]) -> tuple[T, ...]:
@@ -151,7 +160,7 @@ def _broker_addrs(obj: _Obj, key: str) -> dict[int, str]:
     addrs: dict[int, str] = {}
     for name, path, item in obj.entries(key):
         broker_id = _long_key(name, path)
-        if broker_id in addrs:  # {0:"a","0":"b"}: one id twice, once bare and once quoted
+        if broker_id in addrs:  # fastjson.loads refuses {0:"a","0":"b"} already: kept for any other reader
             raise BodyError(f"{obj.at(key)} has broker id {broker_id} twice")
         addrs[broker_id] = _string_item(item, path)
     return addrs
@@ -374,6 +383,8 @@ class TopicRouteData(Body):
     """route/TopicRouteData: the answer to 105 GET_ROUTEINFO_BY_TOPIC. ``topic_queue_mapping_by_broker``
     (static topics) is kept as read, not interpreted."""
 
+    keeps_json: ClassVar[bool] = True
+
     queue_datas: tuple[QueueData, ...] = ()
     broker_datas: tuple[BrokerData, ...] = ()
     filter_server_table: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -407,7 +418,11 @@ def encode_broker_names(names: list[str] | tuple[str, ...]) -> bytes:
 
 
 def decode_broker_names(data: bytes) -> tuple[str, ...]:
+    """1006's list, each name once, in the order first given (RocketMQ answers a map by name)."""
     value = fastjson.loads(data)
     if not isinstance(value, list):
         raise BodyError(f"body is {describe(value)}, not an array of broker names")
-    return tuple(_string_item(item, f"[{index}]") for index, item in enumerate(value))
+    try:
+        return tuple(dict.fromkeys(_string_item(item, f"[{index}]") for index, item in enumerate(value)))
+    finally:
+        fastjson.release(value)

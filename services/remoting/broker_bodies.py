@@ -37,6 +37,8 @@ __all__ = [
 MAX_ITEMS = 1000
 
 _DECIMAL = re.compile(r"-?[0-9]{1,19}")
+#: A quoted queue id, written as a bare one is (ASCII digits, no leading zero).
+_QUEUE_KEY = re.compile(r"0|[1-9][0-9]{0,9}")
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
@@ -221,7 +223,7 @@ def _queue_offsets(value: JsonValue, path: str) -> dict[int, int]:
         raise BodyError(f"{path} is {describe(value)}, not an object")
     offsets: dict[int, int] = {}
     for key, item in value.items():
-        queue_id = int(key) if isinstance(key, str) and key.isdecimal() and len(key) <= 10 else key
+        queue_id = int(key) if isinstance(key, str) and _QUEUE_KEY.fullmatch(key) else key
         if not isinstance(queue_id, int) or not 0 <= queue_id < 2**31:
             raise BodyError(f"{path}: key {str(key)[:40]!r} is not a queue id")
         if queue_id in offsets:

@@ -51,7 +51,8 @@ from services.remoting.command import (
 )
 from services.remoting.errors import BodyError, RemotingProtocolError
 
-__all__ = ["MAX_FRAME_SIZE", "FrameDecoder", "decode_frame", "decode_payload", "encode", "response_frame"]
+__all__ = ["MAX_EXT_FIELDS", "MAX_FRAME_SIZE", "FrameDecoder", "decode_frame", "decode_header", "decode_payload",
+           "encode", "read_mark", "response_frame"]
 
 #: RocketMQ's limit (NettyDecoder's frameMaxLength): a whole frame, length field included.
 MAX_FRAME_SIZE = 16 * 1024 * 1024
@@ -61,6 +62,11 @@ _INT16 = struct.Struct(">h")
 _FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
 _ROCKETMQ_MIN = _FIXED.size + 4 + 4  # and an empty remark and an empty extFields
 _JSON_HEADER_DEPTH = 4  # the header and extFields make two levels; room for a field some client adds
+#: The most custom header fields a command may carry (RocketMQ's requests carry a few dozen at most).
+MAX_EXT_FIELDS = 1024
+#: A JSON header longer than this that Python's decoder refuses is refused with the decoder's reason, not
+#: read again in Python for a finer one: a header is read on the event loop, so its cost must stay small.
+_HEADER_REREAD = 8 * 1024
 
 
 # ------------------------------------------------------------------------------------------ encoding
@@ -228,22 +234,30 @@ def decode_frame(frame: bytes, max_frame_size: int = MAX_FRAME_SIZE) -> Remoting
 
 def decode_payload(payload: bytes | bytearray | memoryview) -> RemotingCommand:
     """The command of one frame without its length prefix (mark, header, body)."""
-    mark = int.from_bytes(payload[:4], "big")
-    kind, header_length = mark >> 24, mark & _MAX_HEADER
-    if header_length > len(payload) - 4:
-        raise RemotingProtocolError(
-            f"header length {header_length} is more than the {len(payload) - 4} bytes after the mark")
-    try:
-        serialize_type = SerializeType(kind)
-    except ValueError:
-        raise RemotingProtocolError(f"unknown serialize type {kind} in the frame's mark") from None
-    header = bytes(payload[4:4 + header_length])
-    if serialize_type is SerializeType.ROCKETMQ:
-        fields = _read_rocketmq_header(header)
-    else:
-        fields = _read_json_header(header)
+    serialize_type, header_length = read_mark(payload, len(payload) - 4)
+    fields = decode_header(serialize_type, bytes(payload[4:4 + header_length]))
     # every field is checked above (ints within int32, extFields strings only): built without a second check
     return RemotingCommand.decoded(**fields, body=bytes(payload[4 + header_length:]), serialize_type=serialize_type)
+
+
+def read_mark(payload: bytes | bytearray | memoryview, room: int) -> tuple[SerializeType, int]:
+    """The serialize type and header length of the mark that starts ``payload``; the header must fit in the
+    ``room`` bytes that follow the mark."""
+    mark = int.from_bytes(payload[:4], "big")
+    kind, header_length = mark >> 24, mark & _MAX_HEADER
+    if header_length > room:
+        raise RemotingProtocolError(f"header length {header_length} is more than the {room} bytes after the mark")
+    try:
+        return SerializeType(kind), header_length
+    except ValueError:
+        raise RemotingProtocolError(f"unknown serialize type {kind} in the frame's mark") from None
+
+
+def decode_header(serialize_type: SerializeType, header: bytes) -> dict[str, Any]:
+    """The command's fields but its body, for ``RemotingCommand.decoded``."""
+    if serialize_type is SerializeType.ROCKETMQ:
+        return _read_rocketmq_header(header)
+    return _read_json_header(header)
 
 
 # -------------------------------------------------------------------------------- the JSON header
@@ -251,7 +265,7 @@ def decode_payload(payload: bytes | bytearray | memoryview) -> RemotingCommand:
 
 def _read_json_header(raw: bytes) -> dict[str, Any]:
     try:
-        doc = fastjson.loads(raw, max_depth=_JSON_HEADER_DEPTH, what="JSON header")
+        doc = fastjson.loads(raw, max_depth=_JSON_HEADER_DEPTH, what="JSON header", fallback_limit=_HEADER_REREAD)
     except BodyError as exc:
         raise RemotingProtocolError(str(exc)) from None
     if not isinstance(doc, dict):
@@ -301,6 +315,8 @@ def _json_ext_fields(value: object) -> dict[str, str]:
         return {}
     if not isinstance(value, dict):
         raise RemotingProtocolError(f"JSON header field 'extFields' is {fastjson.describe(value)}, not an object")
+    if len(value) > MAX_EXT_FIELDS:
+        raise RemotingProtocolError(f"JSON header has {len(value)} extFields, more than {MAX_EXT_FIELDS}")
     fields: dict[str, str] = {}
     for key, item in value.items():
         if type(key) is str and type(item) is str:  # nearly every field: nothing more to check
@@ -356,6 +372,8 @@ def _read_ext_fields(raw: bytes, pos: int) -> dict[str, str]:
         value, pos = _read_string(raw, pos, len(raw), _INT32, f"extFields[{key!r}]")
         if key in seen:
             raise RemotingProtocolError(f"ROCKETMQ header repeats extFields key {key!r}")
+        if len(seen) >= MAX_EXT_FIELDS:
+            raise RemotingProtocolError(f"ROCKETMQ header has more than {MAX_EXT_FIELDS} extFields")
         seen.add(key)
         if key and value:
             fields[key] = value

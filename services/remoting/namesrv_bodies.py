@@ -16,7 +16,8 @@ space: ``name readQueueNums writeQueueNums perm topicFilterType attributesJson``
 and no order flag, so a compressed registration carries neither (RocketMQ reads them as 0 and false).
 
 Everything read here is bounded: the inflated stream by ``max_bytes`` (a zlib stream of a few KiB can
-inflate to gigabytes), every count and length by what is left of it, and a text part must be UTF-8.
+inflate to gigabytes), every count and length by what is left of it, the topics by ``MAX_TOPICS`` (counted
+before any is read), and a text part must be UTF-8.
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ from services.remoting.bodies import Body, _Obj
 from services.remoting.errors import BodyError
 from services.remoting.fastjson import JsonValue, describe
 
-__all__ = ["V3_0_11", "V5_0_0", "DataVersion", "RegisterBrokerBody", "TopicConfig",
+__all__ = ["MAX_TOPICS", "V3_0_11", "V5_0_0", "DataVersion", "RegisterBrokerBody", "TopicConfig",
            "TopicConfigSerializeWrapper", "body_crc32"]
 
 #: MQVersion ordinals that change the body's form: before V3_0_11 the body is the bare wrapper; from
 #: V5_0_0 on, a compressed body ends with the static-topic mapping section.
 V3_0_11, V5_0_0 = 37, 413
 FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+#: The most topics one registration may list: as many routes as a name server here keeps in all.
+MAX_TOPICS = 300_000
 _INT32 = struct.Struct(">i")
 _TEXT_NUMBER = re.compile(r"[+-]?[0-9]{1,10}")
 
@@ -168,8 +171,9 @@ class TopicConfigSerializeWrapper(Body):
 
     @classmethod
     def read(cls, obj: _Obj) -> TopicConfigSerializeWrapper:
-        table = {_key(name, path): TopicConfig.read(_Obj(item, path))
-                 for name, path, item in obj.entries("topicConfigTable")}
+        entries = obj.entries("topicConfigTable")
+        _check_count(len(entries))
+        table = {_key(name, path): TopicConfig.read(_Obj(item, path)) for name, path, item in entries}
         for key in ("topicQueueMappingInfoMap", "topicQueueMappingDetailMap"):
             obj.entries(key)  # present or not, each must be an object
         version = obj.data.get("dataVersion")
@@ -218,6 +222,12 @@ class RegisterBrokerBody(Body):
         if version >= V5_0_0:
             parts.append(_INT32.pack(0))
         return zlib.compress(b"".join(parts), 9)
+
+
+def _check_count(topics: int) -> int:
+    if topics > MAX_TOPICS:
+        raise BodyError(f"the registration lists {topics} topics, more than the {MAX_TOPICS} a name server keeps")
+    return topics
 
 
 def _part(data: bytes) -> bytes:
@@ -279,7 +289,7 @@ def _decode_compressed(data: bytes, version: int, max_bytes: int) -> RegisterBro
     reader = _Inflated(_inflate(data, max_bytes))
     data_version = DataVersion.decode(reader.part("the data version"))
     table: dict[str, TopicConfig] = {}
-    for index in range(reader.count("the topic count")):
+    for index in range(_check_count(reader.count("the topic count"))):
         where = f"topic config {index}"
         config = TopicConfig.decode_text(reader.text(where), where)
         table[config.topic_name] = config  # RocketMQ puts each by its name: a repeated name replaces

@@ -28,6 +28,7 @@ CASES = [
                                     "--connections", "1", "--in-flight", "8"], id="remoting_sends"),
     pytest.param("heartbeat_soak", ["bench.heartbeat_soak", "--brokers", "12", "--minutes", "0.1"],
                  id="heartbeat_soak"),
+    pytest.param("frame_parse", ["bench.frame_parse", "--scale", "0.02"], id="frame_parse"),
     pytest.param("report_vs_duckdb", ["bench.report_vs_duckdb", "--events", "20000", "--groups", "20", "--runs", "1"],
                  id="report_vs_duckdb", marks=pytest.mark.spark),
 ]

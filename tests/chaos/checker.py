@@ -12,6 +12,8 @@ Checks (each returns a list of violations, empty when it holds):
 - an attack fault (a stranger's, a foreign web page's) achieved nothing it must not: no failover, no
   restarted broker kept out, no route naming anyone but the controller's master as id 0 or an address
   outside the group.
+- no master was elected while a stranger's huge frames were being read (``huge_frame``): a frame must not
+  hold a node up long enough to be taken for dead.
 """
 
 from __future__ import annotations
@@ -92,8 +94,10 @@ def check(cluster: DevCluster, history: History) -> Verdict:
     verdict.add("queue order", _queue_order(read))
     verdict.add("replicas differ", _replicas_identical(cluster, state))
     verdict.add("epoch histories", _epoch_prefixes(state))
-    verdict.add("controller history", _controller_history(controller_events(cluster)))
+    events = controller_events(cluster)
+    verdict.add("controller history", _controller_history(events))
     verdict.add("attack effects", history.attack_effects[:20])
+    verdict.add("failover during huge frames", _failovers_during(events, history, "huge_frame"))
     recoveries = [f.recovery_ms for f in history.faults if f.recovery_ms is not None]
     verdict.stats = {
         "acknowledged": len(by_status["ok"]), "failed": len(by_status["failed"]),
@@ -152,6 +156,15 @@ def _epoch_prefixes(state: dict[str, Any]) -> list[str]:
     longest = max(lists.values(), key=len)
     return [f"broker {b} epochs {entries} are not a prefix of {longest}"
             for b, entries in lists.items() if entries != longest[:len(entries)]]
+
+
+def _failovers_during(events: list[dict[str, Any]], history: History, kind: str) -> list[str]:
+    """Elections stamped between a fault of ``kind`` and its healing (faults come one at a time)."""
+    windows = [(f.at_ms, f.healed_ms or f.at_ms) for f in history.faults if f.kind == kind]
+    return [f"{e['brokerName']}: master {e['masterBrokerId']} elected at {e['timestamp']} ({e['electReason']}) "
+            f"during {kind}" for e in events
+            if e["eventType"] == "ELECT_MASTER" and e.get("elected")
+            and any(start <= int(e.get("timestamp") or 0) <= end for start, end in windows)][:20]
 
 
 def _controller_history(events: list[dict[str, Any]]) -> list[str]:

@@ -45,6 +45,7 @@ from tests.chaos.netproxy import Proxy, ProxySet
 from tests.chaos.route_attack import attack as route_attack
 from tests.chaos.route_attack import poisoned, route_of
 from tests.netns.topology import IptablesUnavailable, NetemUnavailable, Topology
+from tests.support.frames import LARGEST_BODY, huge_request, send_frame
 from tests.support.strangers import Trickler, channel_url, cross_site_channel, raise_fd_limit
 
 log = logging.getLogger("chaos")
@@ -57,7 +58,8 @@ DEFINITE_FAILURES = ("SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL", "IN_SYNC_REPLIC
 FAULT_KINDS = ("kill_master", "kill_slave", "kill_controller_leader", "kill_controller_follower",
                "pause_master", "crash_master_unflushed", "admin_elect", "cut_master_from_controllers",
                "delay_master_to_controllers", "oneway_master_to_controllers", "impostor_slave",
-               "forged_role_change", "cross_site_channel", "slowloris", "route_poisoning")
+               "forged_role_change", "cross_site_channel", "slowloris", "route_poisoning",
+               "huge_frame")
 #: In hosts mode (tests/chaos/hosts.py): the kernel makes the network faults, on every kind of link.
 HOST_FAULT_KINDS = (*FAULT_KINDS, *NETWORK_FAULT_KINDS)
 
@@ -611,6 +613,22 @@ class ChaosRun:
             finally:
                 await client.close()
         asyncio.run(run())
+    def _fault_huge_frame(self, rng: random.Random) -> str:
+        """A stranger's largest frames, each with the body that costs its reader the most: HEART_BEAT (34)
+        at the master broker, CONTROLLER_GET_SYNC_STATE_DATA (1006) and REGISTER_BROKER (103) at the
+        controller leader, all at once. The checker then finds no election while they were read."""
+        assert self.cluster is not None
+        master, leader = self._master(), self._controller(leader=True)
+        self._record_fault("huge_frame", f"{master.name} (34), {leader.name} (1006, 103)")
+        targets = [(master.address, RequestCode.HEART_BEAT), (leader.address, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA),
+                   (leader.address, RequestCode.REGISTER_BROKER)]
+        attacks = [threading.Thread(target=huge_frames, args=(address, code, rng.random() < 0.5), daemon=True)
+                   for address, code in targets]
+        for attack in attacks:
+            attack.start()
+        for attack in attacks:
+            attack.join(timeout=180)
+        time.sleep(rng.uniform(1.0, 2.0))
         return master.name
 
     # ------------------------------------------------------------------ healing and the final state
@@ -669,6 +687,20 @@ def forge_role_change(address: str, fake_master: int, epoch: int) -> None:
         finally:
             await client.close()
     asyncio.run(send())
+
+
+#: The frames of one huge_frame attack: the largest a frame may be, then sizes a per-code bound may admit.
+HUGE_FRAME_SIZES = (LARGEST_BODY, 2**20 - 4096, 64 * 2**10 - 512)
+
+
+def huge_frames(address: str, code: int, bare_key_first: bool) -> None:
+    """Each of HUGE_FRAME_SIZES as one request of ``code`` on a connection of its own, the two kinds of
+    hostile body in turn, waiting (at most 60 s) for the answer or the connection's end."""
+    for index, size in enumerate(HUGE_FRAME_SIZES):
+        try:
+            send_frame(address, huge_request(code, size, (index % 2 == 0) == bare_key_first, index + 1), timeout_s=60.0)
+        except OSError:
+            continue
 
 
 def impersonate(host: str, ha_port: int, slave_id: int) -> None:

@@ -16,3 +16,14 @@ def ask(address: str, request: RemotingCommand, timeout_s: float = 5.0) -> Remot
         finally:
             await client.close()
     return asyncio.run(go())
+
+
+def ask_all(address: str, requests: list[RemotingCommand], timeout_s: float = 5.0) -> list[RemotingCommand]:
+    """Each request in turn on one connection (what a client that stays connected sees)."""
+    async def go() -> list[RemotingCommand]:
+        client = RemotingClient(timeout_s=timeout_s)
+        try:
+            return [await client.call(address, request) for request in requests]
+        finally:
+            await client.close()
+    return asyncio.run(go())

@@ -23,6 +23,7 @@ from services.controller.namesrv import (
     Registration,
     RouteRefused,
     RouteTable,
+    check_topics,
     java_hash_order,
 )
 from services.remoting.bodies import BrokerData, QueueData
@@ -442,3 +443,36 @@ def test_a_routes_groups_come_in_javas_order(table: RouteTable) -> None:
     assert route is not None
     assert [q.broker_name for q in route.queue_datas] == ["a", "B", "broker-a"]
     assert [b.broker_name for b in route.broker_datas] == ["a", "B", "broker-a"]
+
+
+# ------------------------------------------------------------------------- a registration in steps
+
+
+def test_a_large_registration_is_taken_a_step_at_a_time(table: RouteTable) -> None:
+    many = reg(0, A1, *(f"T{i}" for i in range(2500)))
+    steps = table.registering(many, step=1000)
+    taken = []
+    for _ in steps:
+        taken.append(sum(1 for t in many.topics if table.route(t) is not None))
+    assert taken == [0, 0, 1000, 2000]  # counted in two steps (2501 topics), then taken in three
+    assert all(table.route(t) is not None for t in many.topics)
+
+
+def test_a_broker_dropped_between_steps_takes_no_more_topics(table: RouteTable) -> None:
+    channel = object()
+    steps = table.registering(reg(0, A1, *(f"T{i}" for i in range(2500)), channel=channel), step=1000)
+    for _ in range(3):  # counted, and the first thousand taken
+        next(steps)
+    table.on_channel_closed(channel)  # its connection closes meanwhile
+    with pytest.raises(StopIteration):
+        next(steps)
+    assert table.route("T0") is None and table.route("T2400") is None
+    assert table.live_brokers() == []
+
+
+def test_topics_checked_off_the_loop_are_not_checked_again(table: RouteTable) -> None:
+    bad = Registration(CLUSTER, GROUP, 0, A1, "", {"bad name": TopicConfig("bad name")})
+    with pytest.raises(RouteRefused, match="not a valid topic name"):
+        check_topics(bad.topics, Limits())
+    with pytest.raises(RouteRefused, match="not a valid topic name"):
+        table.register(bad)

@@ -87,7 +87,9 @@ def test_consumer_offsets_golden_with_bare_queue_ids() -> None:
     (b'{"offsetTable":{"t@g":{0:"7"}}}', "is a string, not an integer"),
     (b'{"offsetTable":{"t@g":{-1:7}}}', "not a queue id"),
     (b'{"offsetTable":{"t@g":{"x":7}}}', "not a queue id"),
-    (b'{"offsetTable":{"t@g":{0:1,"0":2}}}', "queue 0 twice"),
+    (b'{"offsetTable":{"t@g":{0:1,"0":2}}}', "duplicate key '0' \\(the same name as 0\\)"),
+    (b'{"offsetTable":{"t@g":{"01":7}}}', "not a queue id"),
+    (b'{"offsetTable":{"t@g":{"\\u0661":7}}}', "not a queue id"),
     (b'{"offsetTable":{"t@g":[]}}', "is an array, not an object"),
     (b'{"offsetTable":{5:{}}}', "must be quoted"),
 ])

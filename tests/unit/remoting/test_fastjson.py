@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.remoting import fastjson
 from services.remoting.errors import BodyError
-from services.remoting.fastjson import DEFAULT_MAX_DEPTH, JsonValue, _Parser, dumps, loads
+from services.remoting.fastjson import DEFAULT_MAX_DEPTH, WINDOW, JsonValue, _Parser, dumps, loads
 from tests.support.examples import examples
 
 # ----------------------------------------------------------------------------------------- reading
@@ -239,3 +240,105 @@ def _quote_keys(value: JsonValue) -> JsonValue:
     if isinstance(value, list):
         return [_quote_keys(v) for v in value]
     return value
+
+
+# ------------------------------------------------------------------- keys that name the same thing
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ('{1:"x","1":"y"}', r"duplicate key '1' \(the same name as 1\)"),
+    ('{"1":"x",1:"y"}', r"duplicate key 1 \(the same name as '1'\)"),
+    ('{"a":{-5:1,"-5":2}}', r"duplicate key '-5' \(the same name as -5\)"),
+    ('{-0:"x"}', "bare key -0"),
+    ('{0:"x",-0:"y"}', "bare key -0"),
+    ('{"\\udfff1":0}', "lone UTF-16 surrogate"),
+    ('{1:0,"\\udfff1":0}', "lone UTF-16 surrogate"),
+])
+@pytest.mark.parametrize("padding", [0, 70_000])
+def test_keys_that_name_the_same_thing_are_duplicates(text: str, match: str, padding: int) -> None:
+    """fastjson reads a bare key into a string map as its decimal text and a quoted one into a number map
+    as its number, so 1 and "1" are one key; a bare key must be written as Java writes a number. Short
+    texts and long ones (read in windows) alike."""
+    with pytest.raises(BodyError, match=match):
+        loads(text + " " * padding)
+
+
+@pytest.mark.parametrize("text", ['{"-0":1,0:2}', '{"01":1,1:2}', '{"1.0":1,1:2}', '{" 1":1,1:2}', '{"+1":1,1:2}'])
+def test_quoted_keys_that_are_not_a_numbers_text_are_other_names(text: str) -> None:
+    """Only the text Java writes for a number is that number's name; other quoted keys are names of their
+    own (a map keyed by number refuses them: bodies.py, broker_bodies.py)."""
+    assert len(loads(text)) == 2  # type: ignore[arg-type]
+
+
+def test_bare_keys_inside_strings_are_text() -> None:
+    for text in ['{"a":"{1:2}"}', '{"a,1:":1}', '["{",1,":"]', '{"k":"\\",1:2"}', '["\\\\",{2:3}]']:
+        assert loads(text) == json.loads(text.replace("{2:", '{"2":')) or _has_int_keys(loads(text))
+
+
+# -------------------------------------------------------------------------- long texts, in windows
+
+
+def test_a_long_text_reads_as_a_short_one_does() -> None:
+    value = {"topicConfigTable": {f"T{i}": {"perm": 6, "readQueueNums": 8, "attributes": {}} for i in range(5000)},
+             "brokerAddrs": {i: f"10.0.0.{i % 250}:10911" for i in range(3000)}, "list": list(range(20000))}
+    text = dumps(value)
+    assert len(text) > 4 * WINDOW
+    assert loads(text.encode()) == value
+
+
+def windowed(text: str) -> JsonValue | BodyError:
+    """Read in windows of a few characters, so that a short text is cut everywhere a long one could be."""
+    try:
+        return fastjson._Windowed(text, DEFAULT_MAX_DEPTH, "body", widest=64, first=8).document()
+    except BodyError as exc:
+        return exc
+
+
+WINDOW_TOKENS = [*TOKENS, '"a,b"', '"x:"', '{1:', '7:', ',', ',', '[[', ']]', '{"k":', '"\\\\"', '"\\""', '-3:']
+
+
+@given(st.lists(st.sampled_from(WINDOW_TOKENS), max_size=60))
+@settings(deadline=None, max_examples=examples(800))
+def test_the_windowed_reader_agrees_with_the_full_parser(tokens: list[str]) -> None:
+    """Same value or same error (same offset), whatever the windows cut."""
+    text = "".join(tokens)
+    expected, got = full_parser(text), windowed(text)
+    if isinstance(expected, BodyError):
+        assert isinstance(got, BodyError) and str(got) == str(expected)
+    else:
+        assert got == expected
+
+
+@given(json_values)
+@settings(deadline=None, max_examples=examples(300))
+def test_the_windowed_reader_reads_what_is_written(value: JsonValue) -> None:
+    assert windowed(dumps(value)) == value
+    assert windowed(" " + dumps(value, standard=True) + "\n") == _quote_keys(value)
+
+
+def test_a_long_malformed_text_is_refused_at_its_offset() -> None:
+    text = '{"a":[' + "1," * 100_000 + "1]x"
+    expected = full_parser(text)
+    assert str(expected) == f"body is not valid JSON at offset {len(text) - 1}: expected '}}'"
+    with pytest.raises(BodyError, match=re.escape(str(expected))):
+        loads(text)
+
+
+def test_a_reader_on_an_event_loop_gets_the_decoders_reason_for_a_long_malformed_text() -> None:
+    text = "[" + "1," * 5_000 + "]"  # over the fallback limit, within one window
+    with pytest.raises(BodyError, match=f"^body is not valid JSON at offset {len(text) - 1}: Expecting value$"):
+        loads(text, fallback_limit=1024)
+    with pytest.raises(BodyError, match=f"^body is not valid JSON at offset {len(text) - 1}: expected a value$"):
+        loads(text)
+
+
+def test_release_empties_every_container_and_keeps_what_is_held_elsewhere() -> None:
+    kept = {"x": [1]}
+    value: JsonValue = {"a": [{"b": [1, 2]}, kept], "c": {"d": {}}}
+    inner = value["a"]  # type: ignore[index, call-overload]
+    fastjson.release(value)
+    assert value == {} and inner == [] and kept == {}
+    shared = "text"
+    listing: JsonValue = [shared]
+    fastjson.release(listing)
+    assert shared == "text"
