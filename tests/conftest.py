@@ -12,9 +12,10 @@ import pytest
 os.environ.setdefault("MQCTL_SPARK_CDS", "0")
 
 
-#: What a test folder's tests start, as a marker (tests/unit and tests/property start nothing).
+#: What a test folder's tests start, as a marker or markers (tests/unit and tests/property start nothing).
 FOLDER_MARKERS = {"integration": "integration", "chaos": "integration", "netns": "integration",
-                  "fuzz": "integration", "bench": "integration", "spark": "spark", "browser": "browser"}
+                  "fuzz": "integration", "bench": "integration", "spark": "spark", "browser": "browser",
+                  "interop": ("integration", "rocketmq")}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -28,7 +29,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         marker = FOLDER_MARKERS.get(folder)
         if marker is not None:
-            item.add_marker(marker)
-        elif folder in ("unit", "property") and any(next(item.iter_markers(name=m), None) for m in ("integration", "spark", "browser")):
+            for name in (marker,) if isinstance(marker, str) else marker:
+                item.add_marker(name)
+        elif folder in ("unit", "property") and any(next(item.iter_markers(name=m), None) for m in ("integration", "spark", "browser", "rocketmq")):
             raise pytest.UsageError(f"{item.nodeid} is marked as starting processes or a JVM but lives in "
                                     f"tests/{folder}, whose tests start nothing: move it")

@@ -1,0 +1,51 @@
+"""Real RocketMQ in controller mode, started by the kit for each tested version: the DLedger controllers
+elect a master for broker-a and every replica joins its SyncStateSet, as real mqadmin shows; mqctl reads
+the same cluster over RocketMQ's remoting protocol and prints what mqadmin prints."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.interop.conftest import both, mqadmin_ok
+from tests.rocketmq import RocketMQCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def values(text: str, key: str) -> list[str]:
+    """The values of mqadmin's ``#key<TAB>value`` lines."""
+    return [line.split("\t", 1)[1] for line in text.splitlines() if line.startswith(f"#{key}\t")]
+
+
+def test_the_controllers_elect_a_master_as_mqadmin_shows(rocketmq: RocketMQCluster) -> None:
+    controllers = rocketmq.controller_addrs.split(";")
+    brokers = [broker.address for broker in rocketmq.brokers]
+    with ThreadPoolExecutor(2) as pool:
+        meta_run = pool.submit(mqadmin_ok, rocketmq, "getControllerMetaData", "-a", controllers[0])
+        sss_run = pool.submit(mqadmin_ok, rocketmq, "getSyncStateSet", "-a", rocketmq.controller_addrs,
+                              "-b", rocketmq.group)
+        meta, sss = meta_run.result(), sss_run.result()
+
+    assert values(meta, "ControllerGroup") == ["group1"]
+    assert values(meta, "ControllerLeaderAddress") == [rocketmq.leader()]
+    assert [line for line in meta.splitlines() if line.startswith("#Peer:")] == [
+        f"#Peer:\tn{i}:{address}" for i, address in enumerate(controllers)]
+
+    assert values(sss, "brokerName") == [rocketmq.group]
+    assert values(sss, "MasterAddr")[0] in brokers
+    assert int(values(sss, "MasterEpoch")[0]) >= 1
+    assert values(sss, "SyncStateSetNums") == ["3"]
+    in_sync = [line for line in sss.splitlines() if line.startswith("InSyncReplica:")]
+    assert len(in_sync) == 3 and all("alive=true" in line for line in in_sync), sss
+    assert values(sss, "MasterAddr") == [rocketmq.sync_state().master_address]
+
+
+def test_mqctl_prints_the_sync_state_set_as_mqadmin_does(rocketmq: RocketMQCluster) -> None:
+    before = rocketmq.sync_state()
+    theirs, ours = both(rocketmq, ("getSyncStateSet", "-a", rocketmq.controller_addrs, "-b", rocketmq.group),
+                        ("getSyncStateSet", "-a", rocketmq.controller_addrs, "-b", rocketmq.group,
+                         "--format", "mqadmin"))
+    assert rocketmq.sync_state() == before, "the SyncStateSet changed while both were asked: ask again"
+    assert ours == theirs
