@@ -1,5 +1,5 @@
 """A real RocketMQ cluster per version (name server, three DLedger controllers, three controller-mode
-brokers of broker-a), shared by the tests of a module and always stopped, with nothing left running."""
+brokers of broker-a), shared by every test of the tier and always stopped, with nothing left running."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from tests.rocketmq import VERSIONS, RocketMQCluster, ToolMissing, leftover_pids
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="session", params=VERSIONS)
 def rocketmq(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketMQCluster]:
     version: str = request.param
     cluster = RocketMQCluster(tmp_path_factory.mktemp(f"rocketmq-{version}"), version)
