@@ -49,7 +49,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"  name server   {cluster.namesrv_addr}")
     print(f"  controllers   {cluster.controller_addrs}   (leader {cluster.leader()})")
     print(f"  brokers       {' '.join(b.address for b in cluster.brokers)}   (group {cluster.group})")
-    print("  started in    " + ", ".join(f"{k} {v:.1f} s" for k, v in cluster.timings.items()))
+    print("  ready after   " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in cluster.timings.items()))
     print(f"try: python -m tests.rocketmq mqadmin getSyncStateSet -a '{cluster.controller_addrs}' -b {cluster.group}")
     print(f"     mqctl getSyncStateSet -a '{cluster.controller_addrs}' -b {cluster.group} --format mqadmin")
     return 0

@@ -43,6 +43,7 @@ class RocketMQCluster:
         self.size = (controllers, brokers)
         self.props = (dict(controller_props or {}), dict(broker_props or {}))
         self.runtime: Runtime | None = None
+        #: Seconds from the start to each stage (controllers_ready, brokers_answering, group_ready), and stop.
         self.ports: Ports | None = None
         self.namesrv: NameServer | None = None
         self.controllers: ControllerGroup | None = None
@@ -75,22 +76,20 @@ class RocketMQCluster:
         self._launch([self.namesrv.process, *self.controllers.processes])
         self.namesrv.wait_ready()
         self.controllers.wait_ready()
-        self.timings["namesrv_and_controllers"] = time.monotonic() - began
-        self._start_brokers()
-        self.timings["total"] = time.monotonic() - began
+        self.timings["controllers_ready"] = time.monotonic() - began
+        self._start_brokers(began)
 
-    def _start_brokers(self) -> None:
+    def _start_brokers(self, began: float) -> None:
         assert self.runtime and self.ports and self.namesrv and self.controllers
-        began = time.monotonic()
         self.brokers = [Broker(self.runtime, self.root / "brokers" / f"b{i}", self.group, port,
                                self.controllers.address_list, self.namesrv.address, self.props[1])
                         for i, port in enumerate(self.ports.brokers)]
         self._launch([broker.process for broker in self.brokers])
         for broker in self.brokers:
             broker.wait_ready()
-        self.timings["brokers"] = time.monotonic() - began
+        self.timings["brokers_answering"] = time.monotonic() - began
         wait_master(self.controllers, self.group, in_sync=len(self.brokers))
-        self.timings["master_and_sync_state_set"] = time.monotonic() - began
+        self.timings["group_ready"] = time.monotonic() - began
 
     def _launch(self, processes: list[JavaProcess]) -> None:
         for process in processes:
