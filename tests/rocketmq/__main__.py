@@ -42,7 +42,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if (root / "state.json").is_file() and any(p.alive() for p in recorded_processes(load_state(root))):
         raise KitError(f"a cluster started from {root} is still running: python -m tests.rocketmq down first")
     shutil.rmtree(root, ignore_errors=True)  # an old store under another identity breaks registration
-    cluster = RocketMQCluster(root, args.version, brokers=args.brokers)
+    cluster = RocketMQCluster(root, args.version, brokers=args.brokers, outlive_parent=True)
     cluster.start()
     assert cluster.controllers is not None
     print(f"RocketMQ {args.version} is up under {root}")

@@ -33,11 +33,14 @@ MQADMIN_TIMEOUT_S = 120.0
 
 
 class RocketMQCluster:
-    """``with RocketMQCluster(root, "5.3.3") as cluster:`` starts everything and stops it on the way out."""
+    """``with RocketMQCluster(root, "5.3.3") as cluster:`` starts everything and stops it on the way out.
+    Its JVMs get SIGTERM if this Python process dies first, unless ``outlive_parent`` (what ``up`` uses)."""
 
     def __init__(self, root: Path, version: str, brokers: int = 3, controllers: int = 3, group: str = "broker-a",
-                 broker_props: Props | None = None, controller_props: Props | None = None) -> None:
+                 broker_props: Props | None = None, controller_props: Props | None = None,
+                 outlive_parent: bool = False) -> None:
         self.root = root.resolve()
+        self.outlive_parent = outlive_parent
         self.version = version
         self.group = group
         self.size = (controllers, brokers)
@@ -68,7 +71,8 @@ class RocketMQCluster:
 
     def _start(self) -> None:
         began = time.monotonic()
-        self.runtime = Runtime(require_java(), RocketMQ(self.version).fetch(), self.root / "home")
+        self.runtime = Runtime(require_java(), RocketMQ(self.version).fetch(), self.root / "home",
+                               self.outlive_parent)
         self.ports = free_block(*self.size)
         self.namesrv = NameServer(self.runtime, self.root / "namesrv", self.ports.namesrv)
         self.controllers = ControllerGroup(self.runtime, self.root / "controllers", self.ports.controllers,

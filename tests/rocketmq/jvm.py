@@ -9,6 +9,7 @@ refuses to start without one and reads nothing from it that the kit needs).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -92,15 +93,26 @@ def pid_runs_in(pid: int, folder: Path) -> bool:
     return state != "Z" and f"-Duser.home={folder}".encode() in cmdline
 
 
+def tied_to_parent(command: list[str]) -> list[str]:
+    """``command`` run so that it gets SIGTERM when the process that started it dies (util-linux's
+    setpriv sets PR_SET_PDEATHSIG, then execs it: same pid), so a test run killed outright leaves no JVM
+    behind. Without setpriv the command is returned as it is."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
+
+
 @dataclass
 class JavaProcess:
-    """A RocketMQ JVM started detached (its own session), so it outlives ``python -m tests.rocketmq up``."""
+    """A RocketMQ JVM in its own session. ``outlive_parent``: it keeps running after the Python process
+    that started it exits (``python -m tests.rocketmq up``); otherwise it gets SIGTERM then. Start it from
+    the main thread: the kernel ties it to the starting thread, not the process."""
 
     name: str
     role: str
     folder: Path
     command: list[str]
     pid: int | None = None
+    outlive_parent: bool = False
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -110,7 +122,8 @@ class JavaProcess:
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         with self.console.open("ab") as out:
-            self._popen = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT,
+            command = self.command if self.outlive_parent else tied_to_parent(self.command)
+            self._popen = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                            stdin=subprocess.DEVNULL, cwd=self.folder, start_new_session=True)
         self.pid = self._popen.pid
 

@@ -48,11 +48,13 @@ class Runtime:
     java: str
     rocketmq: RocketMQ
     home: Path
+    #: The servers keep running when the Python process that started them exits (``up``).
+    outlive_parent: bool = False
 
     def process(self, name: str, role: str, folder: Path, args: tuple[str, ...]) -> JavaProcess:
         self.home.mkdir(parents=True, exist_ok=True)
-        return JavaProcess(name, role, folder,
-                           java_command(self.java, self.rocketmq.classpath, role, folder, self.home, args))
+        command = java_command(self.java, self.rocketmq.classpath, role, folder, self.home, args)
+        return JavaProcess(name, role, folder, command, outlive_parent=self.outlive_parent)
 
 
 class NameServer:
