@@ -20,11 +20,11 @@ class Ports:
     controllers: tuple[int, ...]
     brokers: tuple[int, ...]
 
-    def all(self) -> list[int]:
+    def all(self) -> tuple[int, ...]:
         used = [self.namesrv, *self.controllers]
         for listen in self.brokers:
             used += [listen - 2, listen, listen + 1]
-        return used
+        return tuple(used)
 
 
 def layout(base: int, controllers: int, brokers: int) -> Ports:
@@ -48,3 +48,8 @@ def free_block(controllers: int, brokers: int, attempts: int = 200) -> Ports:
         if all(is_free(port) for port in ports.all()):
             return ports
     raise KitError(f"no block of free ports found for {controllers} controllers and {brokers} brokers")
+
+
+def free_ports(count: int) -> tuple[int, ...]:
+    """``count`` ports free now, side by side in one block (for a name server or a controller group)."""
+    return free_block(count - 1, 0).all()[:count] if count > 0 else ()

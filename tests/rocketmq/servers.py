@@ -12,6 +12,7 @@ from services.remoting.headers import GetMetaDataResponseHeader
 from tests.rocketmq import probe
 from tests.rocketmq.fetch import RocketMQ
 from tests.rocketmq.jvm import JavaProcess, java_command, poll
+from tests.rocketmq.ports import free_ports
 
 Props = Mapping[str, object]
 
@@ -58,7 +59,8 @@ class Runtime:
 
 
 class NameServer:
-    def __init__(self, runtime: Runtime, folder: Path, port: int, props: Props | None = None) -> None:
+    def __init__(self, runtime: Runtime, folder: Path, port: int | None = None, props: Props | None = None) -> None:
+        port = port or free_ports(1)[0]
         self.address = f"127.0.0.1:{port}"
         conf = {"listenPort": port, "kvConfigPath": folder / "namesrv" / "kvConfig.json", **(props or {})}
         path = write_properties(folder / "namesrv.conf", conf)
@@ -70,10 +72,12 @@ class NameServer:
 
 
 class ControllerGroup:
-    """``size`` standalone controllers in one DLedger group, each on its own port (its peer address)."""
+    """Standalone controllers in one DLedger group, each on its own port (its peer address): ``ports``
+    names them, or says how many to put on free ports."""
 
-    def __init__(self, runtime: Runtime, folder: Path, ports: tuple[int, ...], props: Props | None = None,
+    def __init__(self, runtime: Runtime, folder: Path, ports: tuple[int, ...] | int = 3, props: Props | None = None,
                  group: str = "group1") -> None:
+        ports = free_ports(ports) if isinstance(ports, int) else ports
         self.addresses = [f"127.0.0.1:{port}" for port in ports]
         peers = ";".join(f"n{i}-{address}" for i, address in enumerate(self.addresses))
         self.processes: list[JavaProcess] = []
