@@ -40,6 +40,9 @@ FOLDER_TIERS = {"unit": ("unit",), "property": ("unit",), "integration": ("integ
                 "chaos": ("slow", "chaos"), "netns": ("slow", "netns"), "spark": ("slow", "spark"),
                 "browser": ("slow", "browser"), "bench": ("slow", "bench"), "fuzz": ("slow", "fuzz"),
                 "interop": ("slow", "rocketmq")}
+#: Tests that share an expensive session or module fixture run on one worker (pytest-xdist's loadgroup):
+#: a SparkSession, a Spark standalone cluster, RocketMQ's clusters. By folder, or by file.
+SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/test_report.py": "spark-standalone"}
 #: Where each run writes its times (git-ignored).
 TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"
 
@@ -80,21 +83,26 @@ def tier_of(item: pytest.Item, folder: str) -> str:
     return next(iter(own)) if own else FOLDER_TIERS.get(folder, ("unit",))[0]
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects and before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every test its tier marker (and a slow one its kind), refuse a unit test that claims to start
     something, then keep the default set unless the run is --full or names its tests."""
     root = config.rootpath / "tests"
     for item in items:
         try:
-            folder = item.path.relative_to(root).parts[0]
+            parts = item.path.relative_to(root).parts
         except ValueError:
             continue
+        folder = parts[0]
+        group = SHARED_FIXTURE_GROUPS.get("/".join(parts)) or SHARED_FIXTURE_GROUPS.get(folder)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         tier = tier_of(item, folder)
         if folder in ("unit", "property") and tier != "unit":
             raise pytest.UsageError(f"{item.nodeid} is marked as starting processes or a JVM but lives in "
                                     f"tests/{folder}, whose tests start nothing: move it")
         item.add_marker(tier)
-        if tier == "slow" and not any(item.iter_markers(name=k) for k in SLOW_KINDS):
+        if tier == "slow" and not any(item.get_closest_marker(k) for k in SLOW_KINDS):
             kind = FOLDER_TIERS.get(folder, ("", ""))[-1]
             if kind not in SLOW_KINDS:
                 raise pytest.UsageError(f"{item.nodeid} is slow but says not what it starts: mark it with one "
