@@ -11,6 +11,7 @@ from rich.text import Text
 from mqctl.app import App
 from mqctl.terminal import terminal_safe
 from services.common.text import java_text as _java
+from services.remoting.javaorder import concurrent_hash_map_order, hash_map_order
 
 
 # ---------------------------------------------------------------------- getControllerMetaData
@@ -135,11 +136,13 @@ def show_configs(app: App, fmt: str, configs: list[tuple[str, dict[str, Any]]]) 
     if fmt == "json":
         app.print_json({"controllers": [{"address": a, "config": c} for a, c in configs]})
         return
-    if fmt == "mqadmin":
+    if fmt == "mqadmin":  # mqadmin: a HashMap(4) of the nodes, each a Properties loaded line by line
+        by_address = dict(configs)
         text = ""
-        for address, config in configs:
+        for address in hash_map_order([a for a, _ in configs], 4):
+            config = by_address[address]
             text += f"============{address}============\n"
-            text += "".join(f"{k:<50}=  {_java(v)}\n" for k, v in config.items())
+            text += "".join(f"{k:<50}=  {_java(config[k])}\n" for k in concurrent_hash_map_order(config))
         app.print_text(text)
         return
     for address, config in configs:

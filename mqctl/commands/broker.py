@@ -21,6 +21,7 @@ from services.common.controller_client import check_address
 from services.common.errors import MqctlError, RemoteError, UnreachableError, UsageError
 from services.common.remoting_blocking import BlockingRemoting
 from services.remoting.command import RemotingCommand
+from services.remoting.javaorder import hash_map_order
 
 #: A consumer group name as brokers accept it (RocketMQ's topic/group character rule).
 GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
@@ -227,14 +228,32 @@ def get_broker_epoch(app: App, broker_name: str | None, cluster_name: str | None
     unreachable: list[dict[str, Any]] = []
     with app.brokers() as brokers:
         def show() -> None:
-            rows = []
-            for bs in _broker_sets(app, controller_address, namesrv, broker_name, cluster_name):
-                for broker_id, address in replica_addresses(bs):
-                    rows.append(_epoch_row(brokers, bs, broker_id, address))
+            sets = _broker_sets(app, controller_address, namesrv, broker_name, cluster_name)
+            rows = [_epoch_row(brokers, bs, broker_id, address) for bs in sets
+                    for broker_id, address in replica_addresses(bs)]
+            if fmt == "mqadmin":
+                order = mqadmin_address_order(sets)
+                rows.sort(key=lambda r: order.index(r["brokerAddr"]))
             unreachable[:] = [r for r in rows if not r["reachable"]]
             render_broker.show_epochs(app, fmt, rows)
         finished = app.watch(show, interval, count, in_place=fmt == "table")
     _fail_if_unanswered(finished, unreachable, "epoch entries")
+
+
+def mqadmin_address_order(sets: list[dict[str, Any]], masters_only: bool = False) -> list[str]:
+    """The order mqadmin visits these groups' brokers in (CommandUtil): a ``HashSet`` of their addresses,
+    filled group by group (the groups in the order of a HashSet of their names; within a group by id, the
+    master first), or of the masters' addresses only."""
+    by_name = {str(bs.get("brokerName")): bs for bs in sets}
+    filled: list[str] = []
+    for name in hash_map_order(sorted(by_name)):
+        bs = by_name[name]
+        master = bs.get("masterAddress") if bs.get("masterBrokerId") is not None else None
+        addresses = [str(master)] if master else []
+        if not masters_only:
+            addresses += [a for _, a in replica_addresses(bs) if a != master]
+        filled += addresses
+    return hash_map_order(filled)
 
 
 def _fail_if_unanswered(finished: bool, unreachable: list[dict[str, Any]], what: str) -> None:
@@ -290,9 +309,8 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
     unreachable: list[dict[str, Any]] = []
     with app.brokers(given) as brokers:
         def show() -> None:
-            addresses = [given] if given else [
-                addr for bs in _broker_sets(app, controller_address, namesrv, broker_name, cluster_name)
-                for _, addr in replica_addresses(bs)]
+            addresses = [given] if given else _ha_addresses(app, controller_address, namesrv, broker_name,
+                                                            cluster_name, fmt)
             rows = []
             for address in addresses:
                 try:
@@ -305,6 +323,16 @@ def ha_status(app: App, broker_name: str | None, cluster_name: str | None, broke
             render_broker.show_ha_status(app, fmt, rows)
         finished = app.watch(show, interval, count, in_place=fmt == "table")
     _fail_if_unanswered(finished, unreachable, "status")
+
+
+def _ha_addresses(app: App, controller_address: str | None, namesrv: str | None, broker_name: str | None,
+                  cluster_name: str | None, fmt: str) -> list[str]:
+    """Every replica of the groups asked for; for a cluster in mqadmin's format, its masters only, in the
+    order mqadmin shows them (its haStatus -c)."""
+    sets = _broker_sets(app, controller_address, namesrv, broker_name, cluster_name)
+    if fmt == "mqadmin" and not broker_name:
+        return mqadmin_address_order(sets, masters_only=True)
+    return [address for bs in sets for _, address in replica_addresses(bs)]
 
 
 COMMANDS = [start_broker, send_message, consume_message, get_broker_epoch, ha_status]

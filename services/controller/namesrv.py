@@ -44,18 +44,18 @@ write, which is what RocketMQ's 5-second scan approximates.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 
 from services.common.codes import ResponseCode
 from services.common.signing import signature_ok
 from services.remoting.acl import ReplayGuard
 from services.remoting.bodies import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from services.remoting.javaorder import hash_map_order, java_hash_order, new_hash_set_table_size
 from services.remoting.namesrv_bodies import DataVersion, TopicConfig
 
 __all__ = ["AUTO_CREATE_TOPIC", "DEFAULT_BROKER_TIMEOUT_MS", "MASTER_ID", "TOPICS_PER_STEP", "ControllerGroup",
-           "Limits", "Proof", "RegisterResult", "Registration", "RouteRefused", "RouteTable", "check_topics",
-           "java_hash_order"]
+           "Limits", "Proof", "RegisterResult", "Registration", "RouteRefused", "RouteTable", "check_topics"]
 
 MASTER_ID = 0
 #: RocketMQ's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME for name-server registrations.
@@ -282,8 +282,8 @@ class RouteTable:
         if not shown:
             return None
         queues = {name: queue for name, queue in self._topics[topic].items() if name in shown}
-        queue_order = java_hash_order(queues, _hash_map_table_size(len(queues)))
-        name_order = java_hash_order(queue_order, _hash_set_table_size(len(queues)))
+        queue_order = hash_map_order(queues)
+        name_order = java_hash_order(queue_order, new_hash_set_table_size(len(queues)))
         return TopicRouteData(tuple(queues[n] for n in queue_order), tuple(shown[n] for n in name_order), {})
 
     def live_brokers(self) -> list[tuple[str, str, str]]:
@@ -500,39 +500,3 @@ def _check_address(value: str, what: str) -> None:
     if (not host or len(value) > 255 or _CONTROL.search(value) or _PORT.fullmatch(port) is None
             or not 0 < int(port) < 65536):
         raise RouteRefused(ResponseCode.INVALID_PARAMETER, f"{what} {value[:60]!r} is not a host:port address")
-
-
-# ------------------------------------------------------------------------ Java's hash iteration order
-
-
-def java_hash_order(keys: Iterable[str], table_size: int) -> list[str]:
-    """The order a java.util.HashMap (or HashSet) with ``table_size`` buckets iterates String keys
-    inserted in the order given: by bucket, and in insertion order within a bucket."""
-    return sorted(keys, key=lambda key: _spread(_java_string_hash(key)) & (table_size - 1))
-
-
-def _java_string_hash(text: str) -> int:
-    """String.hashCode over UTF-16 code units, as an unsigned 32-bit value."""
-    units = text.encode("utf-16-be")
-    value = 0
-    for index in range(0, len(units), 2):
-        value = (31 * value + (units[index] << 8 | units[index + 1])) & 0xFFFFFFFF
-    return value
-
-
-def _spread(h: int) -> int:
-    return h ^ (h >> 16)  # HashMap.hash: the high half folded into the low
-
-
-def _hash_map_table_size(count: int) -> int:
-    """A HashMap grown by put from empty: 16 buckets, doubled whenever it holds more than 3/4 of them."""
-    size = 16
-    while count > size * 3 // 4:
-        size *= 2
-    return size
-
-
-def _hash_set_table_size(count: int) -> int:
-    """``new HashSet<>(collection)``: capacity max(count / .75 + 1, 16), rounded up to a power of two."""
-    wanted = max(int(count / 0.75) + 1, 16)
-    return 1 << (wanted - 1).bit_length()

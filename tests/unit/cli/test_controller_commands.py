@@ -390,34 +390,37 @@ class TestCleanBrokerMetadata:
 
 # ====================================================================== getControllerConfig
 def leader_config_mqadmin() -> str:
+    """In the order a java.util.Properties loaded with these lines iterates them (as OpenJDK 17 prints)."""
     return ("============127.0.0.1:9878============\n"
-            + config_line("controllerDLegerGroup", "DefaultControllerGroup")
-            + config_line("controllerDLegerPeers", "n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858")
-            + config_line("controllerDLegerSelfId", "n0")
             + config_line("controllerStorePath", "/var/lib/mqctl/n0")
+            + config_line("controllerDLegerGroup", "DefaultControllerGroup")
+            + config_line("logLevel", "INFO")
+            + config_line("controllerDLegerSelfId", "n0")
             + config_line("configStorePath", "")
-            + config_line("enableElectUncleanMaster", "false")
             + config_line("scanNotActiveBrokerInterval", "5000")
-            + config_line("logLevel", "INFO"))
+            + config_line("enableElectUncleanMaster", "false")
+            + config_line("controllerDLegerPeers", "n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858"))
 
 
 def follower_config_mqadmin() -> str:
+    """In the order a java.util.Properties loaded with these lines iterates them (as OpenJDK 17 prints)."""
     return ("============127.0.0.1:9868============\n"
-            + config_line("controllerDLegerGroup", "DefaultControllerGroup")
-            + config_line("controllerDLegerPeers", "n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858")
-            + config_line("controllerDLegerSelfId", "n1")
             + config_line("controllerStorePath", "/var/lib/mqctl/n1")
+            + config_line("controllerDLegerGroup", "DefaultControllerGroup")
+            + config_line("logLevel", "INFO")
+            + config_line("controllerDLegerSelfId", "n1")
             + config_line("configStorePath", "")
-            + config_line("enableElectUncleanMaster", "true")
             + config_line("scanNotActiveBrokerInterval", "5000")
-            + config_line("logLevel", "INFO"))
+            + config_line("enableElectUncleanMaster", "true")
+            + config_line("controllerDLegerPeers", "n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858"))
 
 
 class TestGetControllerConfig:
     def test_mqadmin_several_nodes(self, mqctl: Invoke, fake: FakeCluster) -> None:
         result = mqctl("getControllerConfig", "-a", f"{LEADER};{FOLLOWER}", "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
-        assert result.stdout == leader_config_mqadmin() + follower_config_mqadmin()
+        # the nodes in the order of mqadmin's HashMap(4) of their addresses (OpenJDK 17: 9868, then 9878)
+        assert result.stdout == follower_config_mqadmin() + leader_config_mqadmin()
         # "%-50s=  %s": the key padded to 50 columns, then "=", two spaces, the value
         assert "\ncontrollerDLegerGroup" + " " * 29 + "=  DefaultControllerGroup\n" in result.stdout
         assert "\nconfigStorePath" + " " * 35 + "=  \n" in result.stdout
@@ -444,7 +447,8 @@ class TestGetControllerConfig:
     def test_unreachable_node_prints_the_others_then_exits_3(self, mqctl: Invoke) -> None:
         result = mqctl("getControllerConfig", "-a", f"{LEADER};{DEAD_CONTROLLER};{FOLLOWER}",
                        "--format", "mqadmin")
-        assert result.stdout == leader_config_mqadmin() + follower_config_mqadmin()
+        # the nodes in the order of mqadmin's HashMap(4) of their addresses (OpenJDK 17: 9868, then 9878)
+        assert result.stdout == follower_config_mqadmin() + leader_config_mqadmin()
         line = assert_one_line_error(result, 3)
         assert line == "Error: controller 127.0.0.1:9858 did not answer"
 

@@ -24,7 +24,6 @@ from services.controller.namesrv import (
     RouteRefused,
     RouteTable,
     check_topics,
-    java_hash_order,
 )
 from services.remoting.bodies import BrokerData, QueueData
 from services.remoting.namesrv_bodies import DataVersion, TopicConfig
@@ -424,16 +423,6 @@ def test_the_table_is_bounded(clock: FakeClock) -> None:
 
 
 # ------------------------------------------------------------------------------ Java's iteration order
-
-
-def test_java_hash_order_is_what_a_java_hash_map_iterates() -> None:
-    # keys put in this order into a java.util.HashMap and printed by keySet() (OpenJDK 17)
-    keys = ["broker-a", "broker-b", "a", "B", "Z", "broker-10", "grp-x", "Ünïcode", "\U0001d518x"]
-    assert java_hash_order(keys, 16) == ["grp-x", "a", "B", "\U0001d518x", "broker-10", "broker-b", "Z",
-                                         "broker-a", "Ünïcode"]
-    names = [f"n{i}" for i in range(20)]  # 20 keys: the map grew to 32 buckets
-    assert java_hash_order(names, 32) == ["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9", "n10",
-                                          "n12", "n11", "n14", "n13", "n16", "n15", "n18", "n17", "n19"]
 
 
 def test_a_routes_groups_come_in_javas_order(table: RouteTable) -> None:
