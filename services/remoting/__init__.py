@@ -9,10 +9,11 @@
 * ``bodies``   -- the JSON bodies (SyncStateSet, BrokerReplicasInfo, ClusterInfo, TopicRouteData, ...);
 * ``errors``   -- ``RemotingProtocolError`` (drop the connection), ``HeaderFieldError``, ``BodyError``;
 * ``acl``      -- requests signed with the auth token (fields by name, code, time, body; replay; RocketMQ's ACL too);
-* ``mqctl_ext`` -- the fields and the one request mqctl's brokers add to RocketMQ's controller requests.
+* ``mqctl_ext`` -- the fields and the one request mqctl's brokers add to RocketMQ's controller requests;
+* ``javaorder`` -- the order Java's HashMap, HashSet and Properties iterate keys in (what RocketMQ prints).
 
 docs/remoting.md describes the wire format, the limits and how compatibility is tested.
 """
 
 __all__ = ["acl", "bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
-           "jsonscan", "limits", "message", "mqctl_ext", "namesrv_bodies"]
+           "javaorder", "jsonscan", "limits", "message", "mqctl_ext", "namesrv_bodies"]

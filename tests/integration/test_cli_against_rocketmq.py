@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from services.remoting.javaorder import hash_map_order
 from tests.support.rocketmq_standin import Reply, Request, StandIn, java_long_map
 
 pytestmark = [pytest.mark.component, pytest.mark.timeout(120)]
@@ -195,12 +196,16 @@ def test_controller_config(cluster: Cluster) -> None:
 
 def test_get_broker_epoch_through_the_name_server(cluster: Cluster) -> None:
     out = ok("getBrokerEpoch", "-n", cluster.namesrv.address, "-b", "broker-a", "--format", "mqadmin")
-    assert out == (f"\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t{cluster.master.address}"
-                   f"\n#brokerId\t0\n#Epoch: EpochEntry{{epoch=1, startOffset=0, endOffset=1000}}"
-                   f"\n#Epoch: EpochEntry{{epoch=2, startOffset=1000, endOffset=2500}}\n"
-                   f"\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t{cluster.slave.address}"
-                   f"\n#brokerId\t2\n#Epoch: EpochEntry{{epoch=1, startOffset=0, endOffset=1000}}"
-                   f"\n#Epoch: EpochEntry{{epoch=2, startOffset=1000, endOffset=2400}}\n")
+    blocks = {cluster.master.address: (f"\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t"
+                                       f"{cluster.master.address}\n#brokerId\t0\n#Epoch: EpochEntry{{epoch=1, "
+                                       f"startOffset=0, endOffset=1000}}\n#Epoch: EpochEntry{{epoch=2, "
+                                       f"startOffset=1000, endOffset=2500}}\n"),
+              cluster.slave.address: (f"\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t"
+                                      f"{cluster.slave.address}\n#brokerId\t2\n#Epoch: EpochEntry{{epoch=1, "
+                                      f"startOffset=0, endOffset=1000}}\n#Epoch: EpochEntry{{epoch=2, "
+                                      f"startOffset=1000, endOffset=2400}}\n")}
+    # in the order mqadmin's HashSet of the addresses iterates (the ports are free ones: either order)
+    assert out == "".join(blocks[a] for a in hash_map_order([cluster.master.address, cluster.slave.address]))
     assert [r.code for r in cluster.namesrv.requests] == [106]
 
 
