@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from services.common.errors import ConfigError
 from services.common.httpserver import make_server
 from services.common.logsetup import CONTEXT, add_secret
 from services.common.logsetup import setup_logging as _setup_logging
@@ -41,6 +42,29 @@ def setup_logging(config: ControllerConfig) -> Path:
     return _setup_logging(config.store_dir / "logs" / "controller.log", config.logLevel)
 
 
+def start_raft(config: ControllerConfig, password: str, manager: ControllerManager) -> RaftNode:
+    """This node's Raft, on its store; a store it cannot write (a full disk) stops the start with the reason."""
+    me, host = config.self_peer(), config.listen_host()
+    store = config.store_dir / "raft"
+    try:
+        return RaftNode(RaftSettings(
+            self_address=me.raft_address,
+            peer_addresses=[p.raft_address for p in config.peers() if p.id != me.id],
+            bind_address=f"{host}:{me.raft_port}",
+            store_dir=store,
+            password=password,
+            election_timeout_min_s=config.raftElectionTimeoutMinMillis / 1000,
+            election_timeout_max_s=config.raftElectionTimeoutMaxMillis / 1000,
+            heartbeat_period_s=config.raftHeartbeatIntervalMillis / 1000,
+            leader_fallback_timeout_s=config.raftLeaderFallbackTimeoutMillis / 1000,
+            log_compaction_min_entries=config.raftLogCompactionMinEntries,
+            log_compaction_min_time_s=config.raftLogCompactionMinTimeSecs,
+        ), on_state_changed=manager.on_raft_state_changed)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the controller's Raft store {store} ({exc.strerror or exc}): free space on "
+                          "its filesystem (or fix its permissions), then start the controller again") from exc
+
+
 def run(config: ControllerConfig) -> None:
     """Run one controller node until SIGTERM/SIGINT. Must be called on the main thread."""
     me = config.self_peer()
@@ -58,19 +82,7 @@ def run(config: ControllerConfig) -> None:
     log.info("API and remoting port %s:%d: %s", host, me.port, config.tls_summary())
     config.use_as_client()
     manager = ControllerManager(config)
-    raft = RaftNode(RaftSettings(
-        self_address=me.raft_address,
-        peer_addresses=[p.raft_address for p in config.peers() if p.id != me.id],
-        bind_address=f"{host}:{me.raft_port}",
-        store_dir=config.store_dir / "raft",
-        password=password,
-        election_timeout_min_s=config.raftElectionTimeoutMinMillis / 1000,
-        election_timeout_max_s=config.raftElectionTimeoutMaxMillis / 1000,
-        heartbeat_period_s=config.raftHeartbeatIntervalMillis / 1000,
-        leader_fallback_timeout_s=config.raftLeaderFallbackTimeoutMillis / 1000,
-        log_compaction_min_entries=config.raftLogCompactionMinEntries,
-        log_compaction_min_time_s=config.raftLogCompactionMinTimeSecs,
-    ), on_state_changed=manager.on_raft_state_changed)
+    raft = start_raft(config, password, manager)
     manager.attach_raft(raft)
 
     async def started() -> None:
