@@ -40,7 +40,7 @@ from services.broker.record import (
     CommitLogCorrupt,
     valid_topic,
 )
-from services.common.durable import fsync_dir, fsync_file, punch_hole, reserve
+from services.common.durable import fsync_dir, fsync_file, punch_hole, reserve, write_all
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ class ConsumeQueue:
         if end > self.reserved:
             self.reserved = end + min(RESERVE_AHEAD[1], max(RESERVE_AHEAD[0], end))
             reserve(self.fd, self.reserved)
-        os.pwrite(self.fd, b"".join(ENTRY.pack(*e) for e in entries), first_offset * ENTRY_SIZE)
-        self.count = max(self.count, first_offset + len(entries))
+        write_all(self.fd, b"".join(ENTRY.pack(*e) for e in entries), first_offset * ENTRY_SIZE)
+        self.count = max(self.count, first_offset + len(entries))  # only once whole: a short write counts nothing
         self.dirty = True
 
     def get(self, queue_offset: int) -> tuple[int, int, int] | None:
