@@ -21,6 +21,7 @@ indexes the commitlog again from there.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import logging
 import os
@@ -357,5 +358,7 @@ def _open_queue_file(path: Path, readonly: bool = False) -> int:
         finally:
             os.close(dir_fd)
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # a full disk, not a damaged store: the caller tries again later
         raise CommitLogCorrupt(f"cannot open consume queue {path}: {exc.strerror} (a symbolic link is never "
                                "followed)") from exc

@@ -126,6 +126,22 @@ class TestStore:
         store.dispatch()
         assert store.index_error is None and store.get_messages("T", 0, 0, 10).status == "FOUND"
 
+    def test_a_queue_file_the_disk_cannot_create_is_a_full_disk_not_damage(self, store: MessageStore,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+        store.append_batch([Message("New", b"a", queue_id=1)], TS)
+        real_open = os.open
+
+        def no_inode(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+            if dir_fd is not None and flags & os.O_CREAT:
+                raise OSError(errno.ENOSPC, FULL)
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+        monkeypatch.setattr(os, "open", no_inode)
+        store.set_confirm_offset(store.max_offset)
+        monkeypatch.undo()
+        assert store.index_error == FULL
+        store.dispatch()
+        assert store.get_messages("New", 1, 0, 10).status == "FOUND"
+
     def test_a_checkpoint_the_disk_refuses_does_not_fail_the_flush(self, store: MessageStore,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
         store.append_batch([Message("T", b"a", queue_id=0)], TS)
