@@ -161,3 +161,32 @@ def test_a_slave_whose_disk_fills_is_left_behind_and_catches_up_once_space_is_fr
              "the slave to catch up and rejoin the SyncStateSet")
         assert runtime(slave)["ha"]["error"] is None
         assert set(producer.acked) <= read_all(slave)
+
+
+def test_a_master_restarted_on_a_full_disk_stays_fenced_until_there_is_room(
+        tmp_path: Path, controller: ControllerCluster) -> None:
+    """Taking the role means writing the new masterEpoch in the epoch file: a broker that cannot stays fenced,
+    keeps heartbeating, and takes the role once it can (before, its first role change failed silently and it
+    never heartbeated again, fenced for good)."""
+    node = make_broker(tmp_path, "broker-f", 1, controller.addresses,
+                       **{**PROPS, "cleanResourceInterval": 500, "cleanFileForciblyEnable": "false"})
+    with small_filesystem(node.store_dir, STORE_BYTES):
+        try:
+            node.start()
+            wait_role(node, "MASTER")
+            producer = Producer(node)
+            for _ in range(10):
+                assert producer.send()["status"] == "PUT_OK"
+            node.kill()
+            filler = fill(node.store_dir)
+            node.start()
+            poll(lambda: "cannot become master at epoch" in node.log_file.read_text(), 30,
+                 "the broker to say it cannot record its epoch")
+            assert runtime(node)["role"] == "FENCED" and node.alive()
+            assert producer.send()["code"] == ResponseCode.SERVICE_NOT_AVAILABLE
+            free(filler)
+            wait_role(node, "MASTER", timeout=30)
+            poll(lambda: producer.send()["status"] == "PUT_OK", 30, "sends to be stored once there is room")
+            assert set(producer.acked) <= read_all(node)
+        finally:
+            node.kill()
