@@ -18,6 +18,7 @@ scanned at start; their records are checked when read (and by ``mqctl checkStore
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import re
@@ -60,8 +61,8 @@ from services.common.durable import allocate, fsync_dir, fsync_file, reserve, wr
 __all__ = [  # the record names are re-exported: callers import them from here
     "BLANK_MAGIC", "LEGACY_MESSAGE_MAGIC", "MESSAGE_MAGIC", "MIN_BLANK", "Blank", "CommitLog",
     "CommitLogCorrupt", "CommitLogError", "Damage", "IndexEntry", "InvalidRecord", "MessageRecord",
-    "NewRecord", "StoreNotWritable", "decode_index", "decode_properties", "decode_record", "encode_properties", "encode_record",
-    "record_size",
+    "NewRecord", "StoreNotWritable", "decode_index", "decode_properties", "decode_record", "encode_properties",
+    "encode_record", "record_size",
 ]
 
 log = logging.getLogger(__name__)
@@ -259,7 +260,8 @@ class CommitLog:
             fsync_dir(self.directory)
         except OSError:
             os.close(fd)
-            path.unlink()
+            with contextlib.suppress(OSError):
+                path.unlink()
             raise
         return _Segment(start, path, fd)
 
@@ -267,10 +269,12 @@ class CommitLog:
         """Remove segments created for a write that did not happen (a crash meanwhile leaves only empty files
         after the log's end, which recovery cuts)."""
         for seg in segments:
-            os.close(seg.fd)
-            seg.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a leftover empty file past the log's end is harmless
+                os.close(seg.fd)
+                seg.path.unlink(missing_ok=True)
         if segments:
-            fsync_dir(self.directory)
+            with contextlib.suppress(OSError):
+                fsync_dir(self.directory)
         segments.clear()
 
     def _undo(self, fresh: list[_Segment]) -> None:
