@@ -18,6 +18,7 @@ from services.broker.flush import FlushService
 from services.broker.ha.auth import BrokerKey
 from services.broker.metrics import BrokerMetrics
 from services.broker.namesrv_registration import BrokerIdentity, NamesrvRegistration
+from services.broker.record import StoreNotWritable
 from services.broker.remoting import BrokerRemoting
 from services.broker.replicas_manager import ReplicasManager, Role
 from services.broker.replication import AutoSwitchReplication, Replication
@@ -28,6 +29,10 @@ from services.common.clock import Clock, SystemClock
 from services.common.remoting_client import RemotingClient
 
 log = logging.getLogger(__name__)
+
+#: After the disk refused a write, sends are refused for this long without trying again (each try creates and
+#: removes a segment file), as RocketMQ's store stays not writeable until its next check.
+WRITE_RETRY_S = 1.0
 
 
 @dataclass
@@ -65,6 +70,8 @@ class Broker:
                                           self.replication.retention_floor,
                                           paths=[config.commitlog_dir, config.store_dir])
         self.put_counts: dict[str, int] = {}
+        self.write_error: str | None = None  # why the last write to the store was refused (None: it was not)
+        self._write_retry_at = 0.0
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
         self.consumer_offsets = ConsumerOffsets(config.store_dir)
@@ -161,11 +168,40 @@ class Broker:
         unreachable = self.replication.quorum_unreachable()
         if unreachable is not None:
             return PutOutcome("IN_SYNC_REPLICAS_NOT_ENOUGH", remark=unreachable)
-        now = self.clock.now_ms()
-        results = self.store.append_batch(messages, now)
+        refused = self._not_writable()
+        if refused is not None:
+            return refused
+        try:
+            results = self.store.append_batch(messages, self.clock.now_ms())
+        except StoreNotWritable as exc:
+            return self._write_refused(exc)
+        self._written()
         self.namesrv.note_topics(m.topic for m in messages)
         self.replication.on_appended()
         return await self._await_durability(results)
+
+    def _not_writable(self) -> PutOutcome | None:
+        """The refusal of a send while the disk is known to refuse writes (tried again every WRITE_RETRY_S)."""
+        if self.write_error is None or time.monotonic() >= self._write_retry_at:
+            return None
+        return PutOutcome("SERVICE_NOT_AVAILABLE", remark=self._refusal())
+
+    def _write_refused(self, exc: StoreNotWritable) -> PutOutcome:
+        if self.write_error is None:
+            log.error("the message store is not writable (%s): sends are refused with SERVICE_NOT_AVAILABLE until "
+                      "there is room; reads and replication of what is stored go on", exc)
+        self.write_error = str(exc)
+        self._write_retry_at = time.monotonic() + WRITE_RETRY_S
+        return PutOutcome("SERVICE_NOT_AVAILABLE", remark=self._refusal())
+
+    def _refusal(self) -> str:
+        return (f"the message store is not writable: {self.write_error}; nothing was stored, and sends are refused "
+                "until there is room (see docs/operations.md, 'Full disk')")
+
+    def _written(self) -> None:
+        if self.write_error is not None:
+            log.warning("the message store takes writes again")
+            self.write_error = None
 
     async def _await_durability(self, results: list[AppendResult]) -> PutOutcome:
         next_offset = results[-1].next_offset
@@ -216,6 +252,7 @@ class Broker:
             "controllerProtocol": self.config.controllerProtocol,
             "putStatusCounts": dict(self.put_counts), "ha": self.replication.status(),
             "roleChangedTimestamp": self.replicas.role_changed_ms,
+            "storeWriteError": self.write_error, "consumeQueueError": self.store.index_error,
         }
 
 

@@ -18,6 +18,7 @@ scanned at start; their records are checked when read (and by ``mqctl checkStore
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import re
@@ -40,6 +41,7 @@ from services.broker.record import (
     MessageRecord,
     NewRecord,
     Parsed,
+    StoreNotWritable,
     blank_header,
     check_chunk,
     check_lengths,
@@ -54,13 +56,13 @@ from services.broker.record import (
     peek,
     record_size,
 )
-from services.common.durable import fsync_dir, fsync_file, reserve
+from services.common.durable import allocate, fsync_dir, fsync_file, reserve, write_all
 
 __all__ = [  # the record names are re-exported: callers import them from here
     "BLANK_MAGIC", "LEGACY_MESSAGE_MAGIC", "MESSAGE_MAGIC", "MIN_BLANK", "Blank", "CommitLog",
     "CommitLogCorrupt", "CommitLogError", "Damage", "IndexEntry", "InvalidRecord", "MessageRecord",
-    "NewRecord", "decode_index", "decode_properties", "decode_record", "encode_properties", "encode_record",
-    "record_size",
+    "NewRecord", "StoreNotWritable", "decode_index", "decode_properties", "decode_record", "encode_properties",
+    "encode_record", "record_size",
 ]
 
 log = logging.getLogger(__name__)
@@ -189,48 +191,113 @@ class CommitLog:
         return check_chunk(offset, data, self.segment_size, queue_nums, max_body)
 
     def write_at(self, offset: int, data: bytes) -> None:
-        """Write raw bytes at the end of the log (offset must equal max_offset); used by replicas too."""
+        """Write raw bytes at the end of the log (offset must equal max_offset); used by replicas too.
+
+        All or nothing, and nothing shows until all of it is written: every new segment the write needs is
+        created first with the disk blocks of its full size reserved, the bytes are written while the log's
+        lengths still say what they said, and only then do the lengths move (so a flush, a read or a replica
+        never sees part of a write). A write the disk refuses (StoreNotWritable) leaves the log as it was,
+        the bytes it put down past the log's end cut off and the new segments removed: no torn record."""
         if offset != self.max_offset:
             if self.max_offset == self.min_offset and offset % self.segment_size == 0:
                 self._reset_empty(offset)  # an empty replica starting at the master's oldest data
             else:
                 raise CommitLogError(f"write at {offset} but the commitlog ends at {self.max_offset}")
+        fresh = self._new_segments(offset, len(data))
+        plan = self._plan(offset, len(data), fresh)
         view = memoryview(data)
-        while view:
-            seg = self._segment_for_append(offset)
-            room = seg.start + self.segment_size - offset
-            chunk = view[:room]
-            written = 0
-            while written < len(chunk):
-                written += os.pwrite(seg.fd, chunk[written:], offset - seg.start + written)
+        for seg, at, lo, hi in plan:
+            try:
+                write_all(seg.fd, view[lo:hi], at)
+            except OSError as exc:
+                self._undo(fresh)
+                raise StoreNotWritable(seg.path, exc) from exc
+        for seg, _, lo, hi in plan:
             seg.dirty = True  # before the length: a flush that sees the new end must also fsync it
-            seg.length += len(chunk)
-            offset += len(chunk)
-            view = view[len(chunk):]
+            seg.length += hi - lo
+        self.segments.extend(fresh)
+
+    def _plan(self, offset: int, size: int, fresh: list[_Segment]) -> list[tuple[_Segment, int, int, int]]:
+        """Where each part of a write goes: (segment, offset in its file, start and end in the data)."""
+        last = self.segments[-1] if self.segments else None
+        targets = ([last] if last is not None and last.start + last.length == offset
+                   and last.length < self.segment_size else []) + fresh
+        plan, pos = [], 0
+        for seg in targets:
+            at = offset + pos - seg.start
+            if at != (seg.length if seg is last else 0):
+                raise CommitLogError(f"no segment holds offset {offset + pos}")
+            end = min(size, pos + self.segment_size - at)
+            plan.append((seg, at, pos, end))
+            pos = end
+        if pos != size:
+            raise CommitLogError(f"no segment holds offset {offset + pos}")
+        return plan
+
+    def _new_segments(self, offset: int, size: int) -> list[_Segment]:
+        """Create the segments a write of ``size`` bytes at ``offset`` needs beyond the last one, each with the
+        disk blocks of its full size reserved; if the disk cannot hold one, none is left (StoreNotWritable)."""
+        fresh: list[_Segment] = []
+        at = offset
+        while at < offset + size:
+            start = at - at % self.segment_size
+            last = self.segments[-1] if self.segments else None
+            if last is None or start != last.start:
+                path = self.directory / f"{start:020d}"
+                try:
+                    fresh.append(self._create(path, start))
+                except OSError as exc:
+                    self._discard(fresh)
+                    raise StoreNotWritable(path, exc) from exc
+            at = start + self.segment_size
+        return fresh
+
+    def _create(self, path: Path, start: int) -> _Segment:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        try:
+            if self.reserve_blocks:
+                allocate(fd, self.segment_size)
+            fsync_dir(self.directory)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+        return _Segment(start, path, fd)
+
+    def _discard(self, segments: list[_Segment]) -> None:
+        """Remove segments created for a write that did not happen (a crash meanwhile leaves only empty files
+        after the log's end, which recovery cuts)."""
+        for seg in segments:
+            with contextlib.suppress(OSError):  # a leftover empty file past the log's end is harmless
+                os.close(seg.fd)
+                seg.path.unlink(missing_ok=True)
+        if segments:
+            with contextlib.suppress(OSError):
+                fsync_dir(self.directory)
+        segments.clear()
+
+    def _undo(self, fresh: list[_Segment]) -> None:
+        """After a write the disk refused: cut what it put down past the last segment's end, and remove the
+        segments it created (the log itself never showed any of it)."""
+        self._discard(fresh)
+        if not self.segments:
+            return
+        last = self.segments[-1]
+        try:
+            if os.fstat(last.fd).st_size > last.length:
+                os.ftruncate(last.fd, last.length)
+                self._reserve(last.fd)
+        except OSError as exc:
+            log.warning("could not cut %s back to %d bytes after a failed write (%s); the next start cuts it",
+                        last.path, last.length, exc.strerror or exc)
 
     def _reset_empty(self, offset: int) -> None:
         for seg in self.segments:
             os.close(seg.fd)
             seg.path.unlink()
         self.segments.clear()
-        self._segment_for_append(offset)
         self.flushed_offset = offset
-
-    def _segment_for_append(self, offset: int) -> _Segment:
-        if self.segments:
-            last = self.segments[-1]
-            if last.start + last.length == offset and last.length < self.segment_size:
-                return last
-        start = offset - offset % self.segment_size
-        if offset != start:
-            raise CommitLogError(f"no segment holds offset {offset}")
-        path = self.directory / f"{start:020d}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        self._reserve(fd)
-        fsync_dir(self.directory)
-        seg = _Segment(start, path, fd)
-        self.segments.append(seg)
-        return seg
 
     def _reserve(self, fd: int) -> None:
         if self.reserve_blocks:

@@ -21,6 +21,7 @@ indexes the commitlog again from there.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import logging
 import os
@@ -40,7 +41,7 @@ from services.broker.record import (
     CommitLogCorrupt,
     valid_topic,
 )
-from services.common.durable import fsync_dir, fsync_file, punch_hole, reserve
+from services.common.durable import fsync_dir, fsync_file, punch_hole, reserve, write_all
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ class ConsumeQueue:
         if end > self.reserved:
             self.reserved = end + min(RESERVE_AHEAD[1], max(RESERVE_AHEAD[0], end))
             reserve(self.fd, self.reserved)
-        os.pwrite(self.fd, b"".join(ENTRY.pack(*e) for e in entries), first_offset * ENTRY_SIZE)
-        self.count = max(self.count, first_offset + len(entries))
+        write_all(self.fd, b"".join(ENTRY.pack(*e) for e in entries), first_offset * ENTRY_SIZE)
+        self.count = max(self.count, first_offset + len(entries))  # only once whole: a short write counts nothing
         self.dirty = True
 
     def get(self, queue_offset: int) -> tuple[int, int, int] | None:
@@ -357,5 +358,7 @@ def _open_queue_file(path: Path, readonly: bool = False) -> int:
         finally:
             os.close(dir_fd)
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # a full disk, not a damaged store: the caller tries again later
         raise CommitLogCorrupt(f"cannot open consume queue {path}: {exc.strerror} (a symbolic link is never "
                                "followed)") from exc

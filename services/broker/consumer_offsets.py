@@ -226,13 +226,20 @@ class ConsumerOffsets:
         await self.flush()
 
     async def _flush_loop(self) -> None:
+        failing = False
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_S)
             if self.table.version != self._saved_version:
                 try:
                     await self.flush()
                 except OSError as exc:
-                    log.error("cannot write %s: %s; retrying in %.0f s", self.path, exc, FLUSH_INTERVAL_S)
+                    if not failing:  # once, not every second of a full disk
+                        log.error("cannot write %s: %s; retrying every %.0f s", self.path, exc, FLUSH_INTERVAL_S)
+                    failing = True
+                    continue
+                if failing:
+                    log.warning("%s is written again", self.path)
+                    failing = False
 
     async def _sync_loop(self, master_address: Callable[[], str | None]) -> None:
         while True:

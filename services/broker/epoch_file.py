@@ -210,8 +210,19 @@ class EpochFileCache:
 
     def _write_main(self) -> None:
         assert self.path is not None
-        self._on_disk = encode_epoch_file(self._entries)
-        atomic_write(self.path, self._on_disk)
+        text = encode_epoch_file(self._entries)
+        atomic_write(self.path, text)
+        self._on_disk = text
+
+    def _commit(self, entries: list[EpochEntry]) -> None:
+        """Make ``entries`` the list, on disk first: if the disk refuses the write (OSError), the list stays
+        what it was, so the cache never holds an epoch its file lacks."""
+        before, self._entries = self._entries, entries
+        try:
+            self._flush()
+        except OSError:
+            self._entries = before
+            raise
 
     def _flush(self) -> None:
         if self.path is None:
@@ -276,10 +287,10 @@ class EpochFileCache:
         last = self.last_entry()
         if last is not None and (epoch <= last.epoch or start_offset < last.start_offset):
             return False
+        entries = self.entries()
         if last is not None:
-            self._entries[-1] = replace(last, end_offset=start_offset)
-        self._entries.append(EpochEntry(epoch, start_offset))
-        self._flush()
+            entries[-1] = replace(last, end_offset=start_offset)
+        self._commit([*entries, EpochEntry(epoch, start_offset)])
         return True
 
     def set_last_end(self, end_offset: int) -> None:
@@ -299,11 +310,9 @@ class EpochFileCache:
             return
         if kept:
             kept[-1] = replace(kept[-1], end_offset=MAX_OFFSET)
-        self._entries = kept
-        self._flush()
+        self._commit(kept)
 
     def truncate_prefix_by_offset(self, offset: int) -> None:
         kept = [e for e in self._entries if e.end_offset > offset]
         if len(kept) != len(self._entries):
-            self._entries = kept
-            self._flush()
+            self._commit(kept)

@@ -20,6 +20,9 @@ from services.broker.store import MessageStore
 
 log = logging.getLogger(__name__)
 
+#: While flushes keep failing, one log line at most this often (each says how many it stands for).
+FAILURE_LOG_S = 10.0
+
 
 class FlushService:
     def __init__(self, store: MessageStore, sync_flush: bool, interval_ms: int, io_lock: threading.Lock,
@@ -36,6 +39,9 @@ class FlushService:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.fsyncs = 0
+        self._failing = False
+        self._unlogged = 0  # failed flushes since the last line that said so
+        self._next_failure_log = 0.0
 
     def start(self) -> None:
         self.flushed_offset = self.store.max_offset
@@ -96,11 +102,32 @@ class FlushService:
                 else:
                     await asyncio.sleep(self.interval)
                 index = time.monotonic() >= self._index_due
+                if self.store.index_error is not None:
+                    self.store.dispatch()  # the queues' disk refused a write: try again (on the loop, as always)
                 if self.store.max_offset > self.flushed_offset or self._waiters or (
                         index and (self.store.confirm_offset, self.store.reput_offset) != self._indexed):
                     await self.flush_now(index)
+                    self._recovered()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("flush failed; retrying")
+                more = self._failure()
+                if more is not None:  # the first failure, then one line every FAILURE_LOG_S while they go on
+                    log.exception("flush failed; retrying%s", more)
                 await asyncio.sleep(self.interval)
+
+    def _failure(self) -> str | None:
+        """Count a failed flush; what to add to its log line, or None if it is not logged."""
+        now = time.monotonic()
+        self._failing = True
+        if now < self._next_failure_log:
+            self._unlogged += 1
+            return None
+        more = f" ({self._unlogged} more failed since the last line)" if self._unlogged else ""
+        self._unlogged, self._next_failure_log = 0, now + FAILURE_LOG_S
+        return more
+
+    def _recovered(self) -> None:
+        if self._failing:
+            log.warning("flush succeeds again")
+            self._failing, self._unlogged, self._next_failure_log = False, 0, 0.0

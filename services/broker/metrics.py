@@ -50,6 +50,8 @@ class BrokerCollector(Collector):
                                 "retention run", value=b.retention.used)
         yield GaugeMetricFamily("mqctl_broker_disk_full", "1 while writes are refused over "
                                 "diskSpaceWarningLevelRatio", value=1.0 if b.retention.disk_full else 0.0)
+        yield GaugeMetricFamily("mqctl_broker_store_writable", "0 while the disk refuses writes to the store "
+                                "(sends are refused)", value=0.0 if b.write_error else 1.0)
         yield GaugeMetricFamily("mqctl_broker_segments_deleted", "Commitlog segments retention deleted since start",
                                 value=b.retention.deleted_segments)
         yield GaugeMetricFamily("mqctl_broker_confirm_offset", "confirmOffset", value=b.store.confirm_offset)

@@ -31,6 +31,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 from services.common.errors import MqctlError
@@ -64,6 +65,20 @@ class CommitLogCorrupt(CommitLogError):
         super().__init__(remark)
         self.path = path
         self.offset = offset
+
+
+class StoreNotWritable(OSError):
+    """A write the disk refused (full, or an I/O error). Nothing of it is left in the store: the log, its files
+    and what it reports are as they were before the write. Deliberately not a :class:`CommitLogError`: the
+    store is whole, and a later write may succeed once there is room."""
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.path = str(path)
+        self.reason = cause.strerror or str(cause)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
 
 
 class InvalidRecord(Exception):

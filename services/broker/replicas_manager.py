@@ -82,6 +82,7 @@ class ReplicasManager:
         self._lock = asyncio.Lock()
         self._confirming = False
         self._confirm_again = False
+        self._epoch_refused: int | None = None  # the masterEpoch a full disk kept out of the epoch file
         self._tasks: list[asyncio.Task[None]] = []
         self.channels = LivenessChannels(api.addresses, config.brokerClusterName, config.brokerName, api.token)
 
@@ -107,6 +108,18 @@ class ReplicasManager:
         assert self.broker_id is not None
         if not self.api.channels_included:
             self.channels.start(self.broker_id)
+        # Heartbeats and the metadata sync run whatever the first role change does: a first role change that
+        # fails (a controller that went away, a disk that cannot take the new epoch) is retried by the sync.
+        self._tasks.append(asyncio.create_task(self._every(self.config.brokerHeartbeatInterval,
+                                                           self.send_heartbeat), name="heartbeats"))
+        self._tasks.append(asyncio.create_task(self._every(self.config.syncBrokerMetadataPeriod,
+                                                           self.sync_metadata), name="metadata-sync"))
+        try:
+            await self._first_role(answer)
+        except Exception:  # never silently: the metadata sync tries again
+            log.exception("taking a role after registering failed; the metadata sync tries again")
+
+    async def _first_role(self, answer: contract.MasterView) -> None:
         async with self._lock:
             if answer.masterBrokerId is not None and answer.masterAddress \
                     and answer.masterBrokerId != self.broker_id:
@@ -116,10 +129,6 @@ class ReplicasManager:
                 # restarted: ask for an election, where it wins only on merit (its log may have lost an
                 # unflushed tail that the slaves hold).
                 await self._elect_locked()
-        self._tasks.append(asyncio.create_task(self._every(self.config.brokerHeartbeatInterval,
-                                                           self.send_heartbeat), name="heartbeats"))
-        self._tasks.append(asyncio.create_task(self._every(self.config.syncBrokerMetadataPeriod,
-                                                           self.sync_metadata), name="metadata-sync"))
 
     async def _every(self, period_ms: int, action: Callable[[], Any]) -> None:
         while True:
@@ -266,7 +275,15 @@ class ReplicasManager:
             return
         if epochs.last_epoch() < epoch:
             # Also when re-elected with no new data: the new epoch must be recorded (#9689).
-            epochs.append(epoch, self.store.max_offset)
+            try:
+                epochs.append(epoch, self.store.max_offset)
+            except OSError as exc:
+                if self._epoch_refused != epoch:  # once, not at every metadata sync
+                    log.error("cannot become master at epoch %d: the epoch file %s cannot be written (%s); staying "
+                              "fenced, and the metadata sync tries again (see docs/operations.md, 'Full disk')",
+                              epoch, epochs.path, exc.strerror or exc)
+                self._epoch_refused = epoch
+                return
         self.state = RoleState(Role.MASTER, epoch, self.broker_id, self.config.address,
                                members or frozenset({self.broker_id or 0}), ss_epoch)
         CONTEXT.update(role="MASTER", epoch=epoch)

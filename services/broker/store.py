@@ -124,6 +124,8 @@ class MessageStore:
         self._pending: deque[tuple[int, int, str, int, int, str]] = deque()
         self._queue_offsets_stale = False
         self.reput_offset = 0
+        self.index_error: str | None = None  # why the consume queues could not be written (None: they can)
+        self.checkpoint_error: str | None = None  # why the last flush could not save the queues or the checkpoint
         self.closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -286,6 +288,23 @@ class MessageStore:
 
     # ------------------------------------------------------------------ dispatch and truncation
     def dispatch(self) -> None:
+        """Index the log into the consume queues up to confirmOffset. A queue write the disk refuses leaves
+        the rest for the next call (the store's writes and the flush service's turns call it again), with one
+        log line while it fails: the messages are safe in the commitlog, consumers just do not see them yet."""
+        try:
+            self._dispatch()
+        except OSError as exc:
+            if self.index_error is None:
+                log.error("cannot index the commitlog into the consume queues from offset %d (%s): confirmed "
+                          "messages are not readable until it can; tried again at every write and flush",
+                          self.reput_offset, exc.strerror or exc)
+            self.index_error = f"{exc.strerror or exc}"
+            return
+        if self.index_error is not None:
+            log.warning("the consume queues are written again (indexed up to %d)", self.reput_offset)
+            self.index_error = None
+
+    def _dispatch(self) -> None:
         end = min(self._confirm_offset, self.max_offset)
         if self.reput_offset >= end:
             return
@@ -454,9 +473,18 @@ class MessageStore:
         dispatched = self.reput_offset  # read before the fsyncs: everything below it is then durable
         flushed = self.commitlog.flush()
         if index:
-            self.queues.flush()
-            self._flushed_mark = flushed
-            self._save_checkpoint(dispatched=min(dispatched, flushed))
+            try:
+                self.queues.flush()
+                self._save_checkpoint(dispatched=min(dispatched, flushed), flushed=flushed)
+            except OSError as exc:  # derived data, rebuilt at start: the commitlog's flush stands
+                if self.checkpoint_error is None:
+                    log.warning("cannot save the consume queues or the checkpoint of %s (%s); tried again at every "
+                                "flush", self.root, exc.strerror or exc)
+                self.checkpoint_error = str(exc.strerror or exc)
+            else:
+                if self.checkpoint_error is not None:
+                    log.warning("the consume queues and the checkpoint of %s are saved again", self.root)
+                    self.checkpoint_error = None
         return flushed
 
     def set_master_flushed_offset(self, offset: int) -> None:
@@ -464,16 +492,18 @@ class MessageStore:
         self.master_flushed_offset = offset
         self._save_checkpoint(force=True)
 
-    def _save_checkpoint(self, force: bool = False, dispatched: int | None = None) -> None:
+    def _save_checkpoint(self, force: bool = False, dispatched: int | None = None, flushed: int | None = None) -> None:
+        """Write the checkpoint (``flushed``: a new flushedOffset, recorded only once the file is written)."""
         doc = {"confirmOffset": self._confirm_offset,
                "dispatchedOffset": self.reput_offset if dispatched is None else dispatched,
-               "flushedOffset": self._flushed_mark}
+               "flushedOffset": self._flushed_mark if flushed is None else flushed}
         if self.master_flushed_offset:  # written only once set, so the usual file stays as it was
             doc[MASTER_FLUSHED] = self.master_flushed_offset
         marker = tuple(doc.values())
         if force or marker != self._saved_confirm:
             atomic_write(self.checkpoint_path, encode_checkpoint(doc))
             self._saved_confirm = marker
+        self._flushed_mark = doc["flushedOffset"]
 
 
 def load_checkpoint(path: Path) -> tuple[dict[str, int], str]:

@@ -56,6 +56,7 @@ class ControllerClient:
         self._peers_known = False
         self.leader: str | None = None
         self.last_failure = ""  # why the last unreachable node was, for the error when none answers
+        self.last_refusal = ""  # a node's own reason for not leading (a full disk), for the same error
 
     def close(self) -> None:
         self.wire.close()
@@ -109,6 +110,7 @@ class ControllerClient:
         deadline = time.monotonic() + self.timeout
         unreachable: list[str] = []
         not_leader = False
+        self.last_refusal = ""
         while True:
             env, refused = self._one_pass(method, path, json, params, unreachable)
             if env is not None:
@@ -117,7 +119,7 @@ class ControllerClient:
             if time.monotonic() + 0.2 >= deadline:
                 break
             time.sleep(0.2)
-        raise no_leader(self.addresses, unreachable, not_leader, self.last_failure)
+        raise no_leader(self.addresses, unreachable, not_leader, self.last_failure, self.last_refusal)
 
     def _one_pass(self, method: str, path: str, json: Any, params: Any,
                   unreachable: list[str]) -> tuple[Envelope | None, bool]:
@@ -144,6 +146,7 @@ class ControllerClient:
                 self.leader = address
                 return env, not_leader
             not_leader = True
+            self.last_refusal = refusal(address, env) or self.last_refusal
             hint = env.data.get("controllerLeaderAddress") if isinstance(env.data, dict) else None
             if hint and str(hint) not in tried:
                 candidates.insert(0, str(hint))
@@ -236,12 +239,24 @@ def _last(failure: str) -> str:
     return "" if plain else f" (last error: {failure})"
 
 
-def no_leader(addresses: list[str], unreachable: list[str], not_leader: bool, last_failure: str = "") -> MqctlError:
+#: What a controller that is simply not the leader says (RocketMQ's words); anything else is a reason worth showing.
+NOT_LEADER_REMARK = "The controller is not in leader state"
+
+
+def refusal(address: str, env: Envelope) -> str:
+    """A CONTROLLER_NOT_LEADER answer's own reason (a node sitting out with a full disk), or ""."""
+    remark = env.remark or ""
+    return f"{address}: {remark}" if remark and remark != NOT_LEADER_REMARK else ""
+
+
+def no_leader(addresses: list[str], unreachable: list[str], not_leader: bool, last_failure: str = "",
+              last_refusal: str = "") -> MqctlError:
     """What a leader-following call raises when no pass found a leader before its deadline."""
     if not_leader:
+        reason = f" ({last_refusal})" if last_refusal else ""
         return RemoteError(int(ResponseCode.CONTROLLER_NOT_LEADER),
                            f"no controller leader is reachable (tried {', '.join(sorted(set(addresses) | set(unreachable)))}); "
-                           "the controller group may have lost its majority")
+                           f"the controller group may have lost its majority{reason}")
     return UnreachableError(f"no controller reachable at {';'.join(addresses)}{_last(last_failure)}", unreachable)
 
 
@@ -256,6 +271,7 @@ class AsyncControllerClient:
         self.timeout = timeout
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), transport=transport,
                                       verify=tls.httpx_verify())
+        self.last_refusal = ""
         self._token = token
         self._trusted = {key for key in map(address_key, self.addresses) if key is not None}
         self._peers_known = False
@@ -295,6 +311,7 @@ class AsyncControllerClient:
         deadline = time.monotonic() + self.timeout
         unreachable: list[str] = []
         not_leader = False
+        self.last_refusal = ""
         while True:
             candidates = leader_first(self.leader, self.addresses)
             tried: set[str] = set()
@@ -314,10 +331,11 @@ class AsyncControllerClient:
                     self.leader = address
                     return ControllerClient.check(env, accept)
                 not_leader = True
+                self.last_refusal = refusal(address, env) or self.last_refusal
                 hint = env.data.get("controllerLeaderAddress") if isinstance(env.data, dict) else None
                 if hint and str(hint) not in tried:
                     candidates.insert(0, str(hint))
             if time.monotonic() + 0.2 >= deadline:
                 break
             await asyncio.sleep(0.2)
-        raise no_leader(self.addresses, unreachable, not_leader, self.last_failure)
+        raise no_leader(self.addresses, unreachable, not_leader, self.last_failure, self.last_refusal)

@@ -3,7 +3,9 @@ Also: reserving disk blocks for a file that grows by appends."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import os
 import stat
 import sys
@@ -40,6 +42,29 @@ def reserve(fd: int, length: int) -> None:
     """
     if _fallocate is not None and length > 0:
         _fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, length)
+
+
+def allocate(fd: int, length: int) -> None:
+    """Like :func:`reserve`, but a disk that cannot hold ``length`` bytes is an error: raises OSError (ENOSPC)
+    with nothing allocated, so a file is never started that the disk cannot hold. Where the call is missing
+    or the filesystem does not support it, nothing is checked (the writes themselves then find a full disk)."""
+    if _fallocate is None or length <= 0:
+        return
+    if _fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, length) != 0:
+        code = ctypes.get_errno()
+        if code not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise OSError(code, os.strerror(code))
+
+
+def write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """``pwrite`` every byte of ``data`` at ``offset``. A full disk makes ``pwrite`` write part of what it was
+    given and return the count; the next call then raises, so this either writes all or raises OSError."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:
+            raise OSError(errno.EIO, f"pwrite wrote nothing at offset {offset}")
+        view, offset = view[written:], offset + written
 
 
 def punch_hole(fd: int, offset: int, length: int) -> None:
@@ -87,19 +112,25 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     tmp = target.with_name(target.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.fchmod(fd, mode)  # a leftover temp file keeps its old mode through O_CREAT; the umask is ignored
-        view = memoryview(payload)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        _write_new(tmp, payload, mode)
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk: give back what the temp file took
+            tmp.unlink()
+        raise
     os.replace(tmp, target)
     fsync_dir(target.parent)
     _shadow(target)
+
+
+def _write_new(path: Path, payload: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.fchmod(fd, mode)  # a leftover temp file keeps its old mode through O_CREAT; the umask is ignored
+        write_all(fd, payload, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def durable_unlink(path: str | os.PathLike[str]) -> None:

@@ -15,6 +15,11 @@ So, on every connection:
   otherwise the request is answered ``408`` and the connection closed. Idle keep-alive connections are
   closed by uvicorn after ``keep_alive_s``. A websocket is left alone once upgraded (its pings tell a
   dead peer).
+- **Readers that stop.** An answer the client does not take is held by the connection's write buffer: once it
+  passes the transport's high-water mark the server waits (uvicorn's flow control). A client that does not
+  take it back below the low-water mark within ``body_timeout_s`` is cut off (the connection aborted, the
+  buffer freed), so a client that never reads (a console stream left open by a stuck page, or an attack) holds
+  neither memory nor its connection for long.
 - **Sizes.** A head over ``max_head_bytes`` is answered ``431`` before it is read further; bodies are
   the ASGI middleware's (services/common/bodylimit.py): over its route's limit ``413``, from its
   Content-Length before any byte of it is read, and for a chunked body as soon as the bytes read pass
@@ -31,9 +36,11 @@ with a reset, and the client would see "connection reset" instead of the answer)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import resource
+import socket
 import time
 from collections.abc import Callable
 from http import HTTPStatus
@@ -49,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: The soft descriptor limit a service asks for at start (up to the hard limit).
 FD_TARGET = 65_536
+#: The ASGI scope extension through which a long-lived answer (a console stream) limits the kernel's send
+#: buffer of its connection: ``{"limit": callable taking the size in bytes}``.
+SEND_BUFFER = "mqctl.send_buffer"
 #: How long a refused connection is drained before it is closed, and how many may be drained at once.
 LINGER_S = 2.0
 MAX_LINGERING = 256
@@ -139,6 +149,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._reading_head = True
         self._head_bytes = 0
         self._linger: Linger | None = None
+        self._stall: asyncio.TimerHandle | None = None  # armed while the client does not take what is written
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -146,9 +157,30 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._reading_again()
         if self._linger is not None:
             self._linger.ended()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall is None:
+            self._stall = self.loop.call_later(self.limits.body_timeout_s, self._not_reading)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._reading_again()
+
+    def _reading_again(self) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+
+    def _not_reading(self) -> None:
+        self._stall = None
+        _refusals.log(logging.INFO, f"HTTP connection from {_peer(self.client)} closed: it took nothing of its answer "
+                                    f"for {self.limits.body_timeout_s:g} s")
+        self.transport.abort()  # close() would wait for the buffer to drain, which this client never does
 
     def eof_received(self) -> None:
         if self._linger is not None:
@@ -175,7 +207,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.cycle is not None and self.cycle.scope is self.scope:
             # A response that ends the connection closes it gently (the body may be unread).
             self.cycle.transport = _GentleClose(self.transport, self._close)  # type: ignore[assignment]
+            self.scope.setdefault("extensions", {})[SEND_BUFFER] = {"limit": self._limit_send_buffer}
         self._arm(self.limits.body_timeout_s)
+
+    def _limit_send_buffer(self, size: int) -> None:
+        """Keep at most about ``size`` bytes of this connection's answer in the kernel (Linux doubles it). The
+        kernel otherwise grows the buffer of a connection whose client does not read up to megabytes, and only
+        once it is full does the answer back up here, where a reader that stopped is seen and cut off."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

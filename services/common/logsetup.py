@@ -75,6 +75,33 @@ class ContextFilter(logging.Filter):
         return True
 
 
+class LogFileHandler(logging.handlers.RotatingFileHandler):
+    """The rotating log file, which a full disk must not turn into a traceback on stderr for every line: the
+    first line it cannot write says so once on stderr (where every line also goes), and so does the first one
+    it can write again."""
+
+    failing = False
+    _failed_now = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed_now = False
+        super().emit(record)
+        if self.failing and not self._failed_now:
+            self.failing = False
+            sys.stderr.write(f"the log file {self.baseFilename} is written again\n")
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+            return
+        self._failed_now = True
+        if not self.failing:
+            self.failing = True
+            sys.stderr.write(f"cannot write the log file {self.baseFilename} ({error.strerror or error}); its lines "
+                             "go to stderr only until it can\n")
+
+
 def setup_logging(log_file: Path, level: str) -> Path:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter(FORMAT)
@@ -82,7 +109,7 @@ def setup_logging(log_file: Path, level: str) -> Path:
     secrets = RedactSecrets()
     root = logging.getLogger()
     root.handlers.clear()
-    file_handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=50 * 2**20, backupCount=5)
+    file_handler = LogFileHandler(log_file, maxBytes=50 * 2**20, backupCount=5)
     stderr_handler = logging.StreamHandler(sys.stderr)
     for handler in (file_handler, stderr_handler):
         handler.setFormatter(fmt)

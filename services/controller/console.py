@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -34,6 +34,7 @@ from services.common.codes import ResponseCode
 from services.common.controller_client import AsyncControllerClient
 from services.common.envelope import respond
 from services.common.errors import MqctlError
+from services.common.httpguard import SEND_BUFFER
 from services.common.wire import exchange_async
 from services.controller import contract as c
 from services.controller.contract import CleanBrokerDataRequest, ElectMasterBody
@@ -46,6 +47,14 @@ ELECT, CLEAN = "/console/api/electMaster", "/console/api/cleanBrokerData"
 #: What a new page gets of the event history; later it gets every event as it is applied.
 FIRST_EVENTS = 300
 KEEPALIVE_S = 15.0
+#: Streams one node serves at once; more are answered 503 SYSTEM_BUSY (the page tries again by itself).
+MAX_STREAMS = 64
+#: What the kernel may hold of one stream's messages (about twice this, as Linux counts): a client that stops
+#: reading then backs its stream up into the server soon enough to be seen and cut off (httpguard.py).
+STREAM_SEND_BUFFER = 64 * 1024
+#: A message goes out in pieces of at most this: the server waits for a slow client between pieces, so what it
+#: holds for one is its write buffer's high-water mark and one piece, whatever the size of the view.
+SEND_CHUNK = 16 * 1024
 
 
 def report_anchor(cluster: str, broker: str) -> str:
@@ -61,6 +70,7 @@ class ConsoleFeed:
         self.manager, self.interval_s, self.clock = manager, interval_s, clock
         self.version = 0
         self.snapshot: dict[str, Any] = {}
+        self.head = b""  # the message's bytes up to this stream's events: made once per view for every stream
         self._listeners = 0
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
@@ -102,6 +112,7 @@ class ConsoleFeed:
                         {k: v for k, v in self.snapshot.items() if k != "at"}:
                     async with self._changed:
                         self.snapshot = snapshot
+                        self.head = message_head(snapshot)
                         self.version += 1
                         self._changed.notify_all()
                 await asyncio.sleep(self.interval_s)
@@ -242,6 +253,39 @@ def _events_since(manager: ControllerManager, cursor: int | None) -> tuple[list[
     return result
 
 
+def stream_route(feed: ConsoleFeed, manager: ControllerManager) -> Callable[[Request], Awaitable[Response]]:
+    """The stream's route: at most MAX_STREAMS at once, each the newest view and this page's new events."""
+    streams = StreamCount(MAX_STREAMS)
+
+    async def stream(request: Request) -> Response:
+        if not streams.take():
+            return respond(ResponseCode.SYSTEM_BUSY, f"this controller already serves {MAX_STREAMS} console "
+                                                     "streams, the most it keeps open: close a page, or open the "
+                                                     "console on another controller", status=503)
+        limit = request.scope.get("extensions", {}).get(SEND_BUFFER, {}).get("limit")
+        if limit is not None:
+            limit(STREAM_SEND_BUFFER)
+
+        async def events() -> AsyncIterator[bytes | memoryview]:
+            cursor: int | None = None
+            yield b"retry: 2000\n\n"
+            async for snapshot in feed.updates():
+                if await request.is_disconnected():
+                    return
+                if snapshot is None:
+                    yield b": keepalive\n\n"
+                    continue
+                new, cursor = _events_since(manager, cursor)
+                head, tail = memoryview(feed.head), message_tail(new)  # only bytes wait for a slow client
+                del new
+                for start in range(0, len(head), SEND_CHUNK):  # the view is shared by every stream: never copied whole
+                    yield head[start:start + SEND_CHUNK]
+                yield tail
+        return CountedStream(events(), streams.give_back, media_type="text/event-stream",
+                             headers={**_NO_CACHE, "X-Accel-Buffering": "no"})
+    return stream
+
+
 def install_console(app: FastAPI, manager: ControllerManager) -> ConsoleFeed:
     """The page, its files, its stream, the report it links to and its two admin actions."""
     feed = ConsoleFeed(manager)
@@ -256,20 +300,7 @@ def install_console(app: FastAPI, manager: ControllerManager) -> ConsoleFeed:
         kind = "text/javascript" if name.endswith(".js") else "text/css"
         return FileResponse(path, media_type=kind, headers=_NO_CACHE)
 
-    async def stream(request: Request) -> StreamingResponse:
-        async def events() -> AsyncIterator[str]:
-            cursor: int | None = None
-            yield "retry: 2000\n\n"
-            async for snapshot in feed.updates():
-                if await request.is_disconnected():
-                    return
-                if snapshot is None:
-                    yield ": keepalive\n\n"
-                    continue
-                new, cursor = _events_since(manager, cursor)
-                yield f"event: state\ndata: {json.dumps({**snapshot, 'events': new}, separators=(',', ':'))}\n\n"
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={**_NO_CACHE, "X-Accel-Buffering": "no"})
+    stream = stream_route(feed, manager)
 
     async def report() -> Response:
         path = feed.report_page()
@@ -295,6 +326,49 @@ def install_console(app: FastAPI, manager: ControllerManager) -> ConsoleFeed:
 
 
 _NO_CACHE = {"Cache-Control": "no-store"}
+
+
+def message_head(snapshot: dict[str, Any]) -> bytes:
+    """A view's ``state`` message up to where each stream adds its own events: the snapshot's JSON object, open."""
+    encoded = json.dumps(snapshot, separators=(",", ":"))
+    return b"event: state\ndata: " + encoded[:-1].encode() + (b"," if len(encoded) > 2 else b"")
+
+
+def message_tail(events: list[dict[str, Any]]) -> bytes:
+    """The rest of the message: this stream's new events, and the end of the object and of the message."""
+    return b'"events":' + json.dumps(events, separators=(",", ":")).encode() + b"}\n\n"
+
+
+class StreamCount:
+    """The console streams a node serves at once, up to ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.open = limit, 0
+
+    def take(self) -> bool:
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def give_back(self) -> None:
+        self.open -= 1
+
+
+class CountedStream(StreamingResponse):
+    """A stream that gives its place back however it ends: finished, cut off, or its client gone. What a
+    stream holds is bounded too: each message is the newest view (never a queue of old ones), and a client that
+    stops taking them is cut off by the HTTP guard (services/common/httpguard.py)."""
+
+    def __init__(self, content: AsyncIterator[bytes | memoryview], on_end: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._on_end = on_end
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_end()
 
 
 async def _forward(manager: ControllerManager, request: Request, path: str, body: dict[str, Any]) -> JSONResponse:

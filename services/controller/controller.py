@@ -24,6 +24,7 @@ from typing import Any
 
 from services.common.clock import Clock, SystemClock
 from services.common.codes import ResponseCode
+from services.common.controller_client import NOT_LEADER_REMARK
 from services.common.errors import ConfigError
 from services.controller.config import (
     BLACK_LIST,
@@ -42,7 +43,7 @@ from services.controller.heartbeat import (
     Heartbeat,
 )
 from services.controller.notifier import RoleChangeNotifier
-from services.controller.raft import RaftError, RaftNode
+from services.controller.raft import JournalNotWritable, RaftError, RaftNode
 from services.controller.scans import Scans
 from services.controller.state_machine import (
     ControllerResult,
@@ -138,6 +139,9 @@ class ControllerManager:
             proposed = None if self.raft.read(lambda s: s.cluster_id) else new_cluster_id()
             try:
                 await self.raft.barrier(timeout_s=1.0, cluster_id=proposed)
+            except JournalNotWritable:
+                await asyncio.sleep(1.0)  # the journal logged why; it tries again by itself
+                continue
             except RaftError as exc:
                 log.info("leader barrier not committed yet (%s); retrying", exc.reason)
                 await asyncio.sleep(0.05)
@@ -167,6 +171,10 @@ class ControllerManager:
             self.update_config(props)
         except ConfigError as exc:
             return ControllerResult(code=int(ResponseCode.INVALID_PARAMETER), remark=exc.remark)
+        except OSError as exc:  # nothing changed: the update is applied only once it is saved
+            return ControllerResult(code=int(ResponseCode.SYSTEM_ERROR),
+                                    remark=f"cannot save the update to {self.config.config_store_file} "
+                                           f"({exc.strerror or exc}); nothing was changed")
         return ControllerResult(data={"config": self.config.as_properties()})
 
     def update_config(self, props: dict[str, str]) -> None:
@@ -181,7 +189,8 @@ class ControllerManager:
     # ------------------------------------------------------------------ leadership view
     @property
     def serving(self) -> bool:
-        return self._serving and self.raft is not None and self.raft.is_leader()
+        return (self._serving and self.raft is not None and self.raft.is_leader()
+                and self.raft.journal_fault() is None)
 
     def leader_peer(self) -> Peer | None:
         if self.raft is None:
@@ -190,11 +199,14 @@ class ControllerManager:
         return next((p for p in self.peers if p.raft_address == raft_addr), None)
 
     def not_leader(self) -> ControllerResult:
+        fault = self.raft.journal_fault() if self.raft is not None else None
+        if fault is not None:
+            return sitting_out(fault)
         leader = self.leader_peer()
         me = self.config.self_peer()
         address = leader.address if leader is not None and leader.id != me.id else None
         return ControllerResult(code=int(ResponseCode.CONTROLLER_NOT_LEADER),
-                                remark="The controller is not in leader state",
+                                remark=NOT_LEADER_REMARK,
                                 data={"controllerLeaderId": leader.id if leader is not None and address else None,
                                       "controllerLeaderAddress": address})
 
@@ -380,3 +392,12 @@ class ControllerManager:
 
     async def scan_inactive_masters(self) -> None:
         await self.scans.inactive_masters()
+
+
+def sitting_out(fault: str) -> ControllerResult:
+    """The answer of a node whose Raft journal cannot be written: not the leader (what it knows of the leader is
+    stale while it sits out), with the reason, so that a client asks another node and an operator sees why."""
+    return ControllerResult(code=int(ResponseCode.CONTROLLER_NOT_LEADER),
+                            remark=f"this controller {fault}; it takes no part in Raft until it can (it resumes by "
+                                   "itself once the disk has room): ask another controller",
+                            data={"controllerLeaderId": None, "controllerLeaderAddress": None})

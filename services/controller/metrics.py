@@ -30,6 +30,9 @@ class ControllerCollector(Collector):
                                 value=status.get("lastApplied") or 0)
         yield GaugeMetricFamily("mqctl_controller_serving", "1 while this node serves as leader",
                                 value=1.0 if self.m.serving else 0.0)
+        yield GaugeMetricFamily("mqctl_controller_raft_journal_writable",
+                                "0 while this node cannot write its Raft journal (a full disk) and sits out of Raft",
+                                value=0.0 if status.get("journalError") else 1.0)
         elections = CounterMetricFamily("mqctl_controller_elections", "Masters elected through this node, by reason",
                                         labels=["reason"])
         for reason, count in sorted(self.m.elections.items()):

@@ -19,6 +19,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import pysyncobj.syncobj  # type: ignore[import-untyped]
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON  # type: ignore[import-untyped]
 from pysyncobj.journal import MemoryJournal  # type: ignore[import-untyped]
+from pysyncobj.serializer import SERIALIZER_STATE  # type: ignore[import-untyped]
 
 from services.common.errors import ConfigError
 from services.controller.events import (
@@ -55,6 +57,9 @@ T = TypeVar("T")
 
 # Writes carried by one log entry at most; more waiting writes go into further entries of the same round.
 MAX_WRITES_PER_ENTRY = 128
+#: After a snapshot could not be written, log compaction waits this long before trying again (pysyncobj would
+#: fork a new writer on every tick of a full disk).
+COMPACTION_RETRY_S = 10.0
 
 _FAIL_NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
 
@@ -67,6 +72,10 @@ class RaftError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.outcome_unknown = outcome_unknown
+
+
+class JournalNotWritable(RaftError):
+    """This node's Raft journal cannot be written (a full disk): nothing was proposed."""
 
 
 @dataclass(frozen=True)
@@ -96,21 +105,58 @@ DUMP_FILE = "raft.dump"
 
 
 class _ControllerSyncObj(SyncObj):  # type: ignore[misc]
+    """pysyncobj's node with the durable journal's rules: nothing leaves and nothing is applied unless the
+    journal on disk holds it, and a node whose journal cannot be written sits out (raft_journal.py)."""
+
     def __init__(self, settings: RaftSettings, conf: SyncObjConf) -> None:
         # Everything assigned before super().__init__() is excluded from snapshots.
         self._lock = threading.RLock()
+        self._compaction_retry_at = 0.0
         super().__init__(settings.self_address, settings.peer_addresses, conf, transportClass=GuardedTransport)
         self.manager = ReplicasInfoManager()
+        self._watch_snapshots()
 
-    def journal_sync(self) -> None:
-        """Make the journal durable up to its last entry (before a message leaves, before an apply)."""
-        sync = getattr(self._SyncObj__raftLog, "sync", None)  # a MemoryJournal has nothing to sync
-        if sync is not None:
-            sync()
+    def journal(self) -> DurableJournal | None:
+        raft_log = self._SyncObj__raftLog
+        return raft_log if isinstance(raft_log, DurableJournal) else None  # a MemoryJournal has nothing to sync
+
+    def journal_sync(self) -> bool:
+        """Make the journal durable up to its last entry (before a message leaves, before an apply); False
+        while it cannot be written."""
+        journal = self.journal()
+        return journal is None or journal.sync()
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        """One step of Raft, skipped while the journal cannot be written: the node then sends, applies and reads
+        nothing, as if paused, so no entry it does not hold on disk is ever claimed or applied."""
+        journal = self.journal()
+        if journal is not None and not journal.repair():
+            time.sleep(timeToWait)
+            return
+        super()._onTick(timeToWait)
+
+    def _SyncObj__tryLogCompaction(self) -> None:  # pysyncobj's private step, reached through name mangling
+        if time.monotonic() >= self._compaction_retry_at:
+            SyncObj._SyncObj__tryLogCompaction(self)
+
+    def _watch_snapshots(self) -> None:
+        """Note a snapshot the disk did not take, so that compaction waits before forking a writer again."""
+        serializer = self._SyncObj__serializer
+        check = serializer.checkSerializing
+
+        def checked() -> Any:
+            state, ident = check()
+            if state == SERIALIZER_STATE.FAILED:
+                self._compaction_retry_at = time.monotonic() + COMPACTION_RETRY_S
+                log.warning("the Raft snapshot %s could not be written (is its filesystem full?); log compaction "
+                            "tries again in %.0f s", self.conf.fullDumpFile, COMPACTION_RETRY_S)
+            return state, ident
+        serializer.checkSerializing = checked
 
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, entry: str) -> dict[str, Any]:
-        self.journal_sync()  # applied (and answered) only once on disk here
+        if not self.journal_sync():  # applied (and answered) only once on disk here; _onTick sees to it
+            raise RuntimeError("a Raft entry reached the apply while the journal cannot be written")
         with self._lock:
             try:
                 return _apply_entry(self.manager, entry)
@@ -251,7 +297,14 @@ class RaftNode:
     def _submit(self, loop: asyncio.AbstractEventLoop, entry: str, futures: list[asyncio.Future[dict[str, Any]]],
                 timeout_s: float) -> None:
         """Propose ``entry``; its writers' futures get the outcome, or a timeout error (the outcome is
-        then unknown: the entry may still commit) after ``timeout_s``."""
+        then unknown: the entry may still commit) after ``timeout_s``. Refused at once while this node's
+        journal cannot be written."""
+        fault = self.journal_fault()
+        if fault is not None:
+            for future in futures:
+                if not future.done():
+                    future.set_exception(JournalNotWritable(fault))
+            return
         timer = loop.call_later(timeout_s, _expire, futures)
 
         def done(result: Any, err: Any) -> None:  # on pysyncobj's tick thread
@@ -267,6 +320,12 @@ class RaftNode:
     def is_leader(self) -> bool:
         return bool(self._obj._isLeader())
 
+    def journal_fault(self) -> str | None:
+        """Why this node's Raft journal cannot be written (None: it can)."""
+        journal = self._obj.journal()
+        fault = journal.fault if journal is not None else None
+        return None if fault is None else fault.describe()
+
     def leader_address(self) -> str | None:
         leader = self._obj._getLeader()
         return None if leader is None else str(leader.address)
@@ -278,7 +337,7 @@ class RaftNode:
             "term": st.get("raft_term"), "commitIndex": st.get("commit_idx"),
             "lastApplied": st.get("last_applied"), "logLength": st.get("log_len"),
             "leader": None if st.get("leader") is None else str(st["leader"].address),
-            "hasQuorum": st.get("has_quorum"),
+            "hasQuorum": st.get("has_quorum"), "journalError": self.journal_fault(),
         }
 
     def tick_thread_alive(self) -> bool:

@@ -315,10 +315,11 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         super().__init__(syncObj, selfNode, otherNodes)
 
     def send(self, node: Any, message: Any) -> bool:
-        """Every message leaves only once the journal on disk holds what it may claim (raft_journal.py)."""
+        """Every message leaves only once the journal on disk holds what it may claim (raft_journal.py); while
+        the journal cannot be written, none leaves (to pysyncobj, a message lost on the way)."""
         sync = getattr(self._syncObj, "journal_sync", None)
-        if sync is not None:
-            sync()
+        if sync is not None and not sync():
+            return False
         return bool(super().send(node, message))
 
     def _createServer(self) -> None:

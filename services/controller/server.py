@@ -100,6 +100,29 @@ def known_peers(config: ControllerConfig, manager: ControllerManager) -> KnownPe
     return KnownPeers([p.host for p in config.peers()], registered)
 
 
+def start_raft(config: ControllerConfig, password: str, manager: ControllerManager) -> RaftNode:
+    """This node's Raft, on its store; a store it cannot write (a full disk) stops the start with the reason."""
+    me, host = config.self_peer(), config.listen_host()
+    store = config.store_dir / "raft"
+    try:
+        return RaftNode(RaftSettings(
+            self_address=me.raft_address,
+            peer_addresses=[p.raft_address for p in config.peers() if p.id != me.id],
+            bind_address=f"{host}:{me.raft_port}",
+            store_dir=store,
+            password=password,
+            election_timeout_min_s=config.raftElectionTimeoutMinMillis / 1000,
+            election_timeout_max_s=config.raftElectionTimeoutMaxMillis / 1000,
+            heartbeat_period_s=config.raftHeartbeatIntervalMillis / 1000,
+            leader_fallback_timeout_s=config.raftLeaderFallbackTimeoutMillis / 1000,
+            log_compaction_min_entries=config.raftLogCompactionMinEntries,
+            log_compaction_min_time_s=config.raftLogCompactionMinTimeSecs,
+        ), on_state_changed=manager.on_raft_state_changed)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the controller's Raft store {store} ({exc.strerror or exc}): free space on "
+                          "its filesystem (or fix its permissions), then start the controller again") from exc
+
+
 def run(config: ControllerConfig) -> None:
     """Run one controller node until SIGTERM/SIGINT. Must be called on the main thread."""
     me = config.self_peer()
@@ -121,19 +144,7 @@ def run(config: ControllerConfig) -> None:
     log.info("API and remoting port %s:%d: %s", host, me.port, config.tls_summary())
     manager = ControllerManager(config)
     manager.attach_store_stamp(StoreStamp(config.store_dir / "raft", identity), _stop_on_foreign_state)
-    raft = RaftNode(RaftSettings(
-        self_address=me.raft_address,
-        peer_addresses=[p.raft_address for p in config.peers() if p.id != me.id],
-        bind_address=f"{host}:{me.raft_port}",
-        store_dir=config.store_dir / "raft",
-        password=password,
-        election_timeout_min_s=config.raftElectionTimeoutMinMillis / 1000,
-        election_timeout_max_s=config.raftElectionTimeoutMaxMillis / 1000,
-        heartbeat_period_s=config.raftHeartbeatIntervalMillis / 1000,
-        leader_fallback_timeout_s=config.raftLeaderFallbackTimeoutMillis / 1000,
-        log_compaction_min_entries=config.raftLogCompactionMinEntries,
-        log_compaction_min_time_s=config.raftLogCompactionMinTimeSecs,
-    ), on_state_changed=manager.on_raft_state_changed)
+    raft = start_raft(config, password, manager)
     manager.attach_raft(raft)
 
     async def started() -> None:

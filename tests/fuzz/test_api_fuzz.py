@@ -81,6 +81,9 @@ class FakeRaft:
     def is_leader(self) -> bool:
         return True
 
+    def journal_fault(self) -> str | None:
+        return None
+
     async def propose_events(
         self, events: list[Event], timeout_s: float, request_id: str | None = None
     ) -> dict[str, Any]:

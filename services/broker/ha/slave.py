@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from services.broker.commitlog import CommitLogError
+from services.broker.commitlog import CommitLogError, StoreNotWritable
 from services.broker.config import BrokerConfig
 from services.broker.contract import RUNTIME_INFO
 from services.broker.ha.auth import BrokerKey
@@ -31,6 +31,10 @@ from services.common.addresses import http_url
 from services.common.clock import Clock
 
 log = logging.getLogger(__name__)
+
+#: How often a slave whose disk refused a write connects again to try (the master meanwhile goes on without it).
+STORE_RETRY_S = 2.0
+STORE_ERROR = "local store not writable: "
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,12 @@ class HAClient:
     async def _run(self) -> None:
         delay = 0.2
         while not self._stopped:
+            pause = 0.0
             try:
                 await self._session()
+            except StoreNotWritable as exc:
+                self._store_refused(exc)
+                pause = STORE_RETRY_S
             except Unreconcilable as exc:
                 self.error, self.state = str(exc), "STOPPED"
                 log.error("replication from %s stopped: %s", self.master_address, exc)
@@ -119,7 +127,17 @@ class HAClient:
                 return
             delay = 0.2 if self.state == "TRANSFER" else min(delay * 2, 2.0)
             self.state = "READY"
-            await asyncio.sleep(delay)
+            await asyncio.sleep(pause or delay)
+
+    def _store_refused(self, exc: StoreNotWritable) -> None:
+        """The local disk refused what the master sent: nothing of it was kept or acknowledged. The connection
+        closes (the master drops this slave from the SyncStateSet and goes on) and is made again every
+        STORE_RETRY_S, which resumes replication once there is room."""
+        if not (self.error or "").startswith(STORE_ERROR):
+            log.error("replication from %s paused: %s; nothing more is acknowledged until there is room, tried "
+                      "again every %.0f s (see docs/operations.md, 'Full disk')", self.master_address, exc,
+                      STORE_RETRY_S)
+        self.error = f"{STORE_ERROR}{exc}"
 
     async def _master_ha_address(self) -> str:
         """The master's replication address, from its runtime info (the controller names its client
@@ -178,13 +196,10 @@ class HAClient:
         return first_ack
 
     async def _apply(self, session: SlaveSession, frames: tuple[Transfer, ...]) -> None:
-        if session.starts_over(frames):
-            # Discarding the log deletes files the flush service fsyncs: hold its lock, and stay on the loop
-            # so that no read is served from the queues while they go (once in a replica's life).
-            with self.io_lock:
-                confirm = session.apply(frames)
-        else:
-            confirm = session.apply(frames)
+        confirm = self._write_locally(session, frames)
+        if (self.error or "").startswith(STORE_ERROR):
+            log.warning("replication from %s resumed: the local store takes writes again", self.master_address)
+            self.error = None
         if self.config.sync_flush:
             await self.wait_flushed(self.store.max_offset, self.config.syncFlushTimeout)
         ack = session.ack(self._ackable())
@@ -193,6 +208,21 @@ class HAClient:
         # Indexing what is now confirmed comes after the ack: the master is waiting for the ack, not
         # for this work.
         self.store.set_confirm_offset(confirm)
+
+    def _write_locally(self, session: SlaveSession, frames: tuple[Transfer, ...]) -> int:
+        """Apply the frames to the store; any write the disk refuses (the log, the epoch file) is a
+        StoreNotWritable, whatever file it was."""
+        try:
+            if session.starts_over(frames):
+                # Discarding the log deletes files the flush service fsyncs: hold its lock, and stay on the loop
+                # so that no read is served from the queues while they go (once in a replica's life).
+                with self.io_lock:
+                    return session.apply(frames)
+            return session.apply(frames)
+        except StoreNotWritable:
+            raise
+        except OSError as exc:
+            raise StoreNotWritable(exc.filename or self.store.root, exc) from exc
 
     async def _read(self, reader: asyncio.StreamReader) -> bytes:
         if self._stopped:

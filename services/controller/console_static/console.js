@@ -43,7 +43,11 @@ function connect() {
     addEvents(data.events || []);
     render();
   });
-  source.onerror = () => setLive(false);
+  source.onerror = () => {
+    setLive(false);
+    // A broken stream is resumed by the browser; a refused one (the node serves too many) is closed: ask again.
+    if (source.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
+  };
 }
 
 function setLive(up) {

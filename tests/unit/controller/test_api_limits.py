@@ -50,6 +50,9 @@ class StubRaft:
     def is_leader(self) -> bool:
         return False
 
+    def journal_fault(self) -> str | None:
+        return None
+
     def leader_address(self) -> str | None:
         return None
 

@@ -39,6 +39,9 @@ class Raft:
     def leader_address(self) -> str | None:
         return "127.0.0.1:9879"
 
+    def journal_fault(self) -> str | None:
+        return None
+
     def status(self) -> dict[str, Any]:
         return {"state": "LEADER", "term": 3, "commitIndex": 40, "lastApplied": 40}
 
