@@ -185,6 +185,9 @@ class LeaderRaft:
     def is_leader(self) -> bool:
         return True
 
+    def journal_fault(self) -> str | None:
+        return None  # the journal writes
+
     def read(self, fn: Callable[[ReplicasInfoManager], T]) -> T:
         return fn(self.manager)
 
