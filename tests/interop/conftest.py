@@ -1,5 +1,6 @@
 """A real RocketMQ cluster per version (name server, three DLedger controllers, three controller-mode
-brokers of broker-a), shared by every test of the tier and always stopped, with nothing left running;
+brokers of broker-a), shared by every test of the tier and stopped, with nothing left running, once the
+tier's last test is done (package scope: the JVMs must not stay up for the rest of a parallel run);
 and the answers of real mqadmin and of mqctl to the same questions about it, asked side by side."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from tests.rocketmq import VERSIONS, RocketMQCluster, ToolMissing, leftover_pids
 
 
-@pytest.fixture(scope="session", params=VERSIONS)
+@pytest.fixture(scope="package", params=VERSIONS)
 def rocketmq(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketMQCluster]:
     version: str = request.param
     cluster = RocketMQCluster(tmp_path_factory.mktemp(f"rocketmq-{version}"), version)
@@ -94,7 +95,7 @@ def ask_both(cluster: RocketMQCluster, args: tuple[str, ...]) -> tuple[str, str]
         return theirs.result(), done.stdout
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def answers(rocketmq: RocketMQCluster) -> Answers:
     """Every question asked of the same steady cluster (its SyncStateSet the same before and after), a few
     at a time: waiting on mqadmin's slow exits one after another would double the tier's time."""

@@ -1,4 +1,5 @@
-"""One SparkSession for every Spark unit test (a JVM costs seconds and ~700 MB; never start two).
+"""One SparkSession for every Spark unit test (a JVM costs seconds and ~700 MB; never start two), stopped
+once the folder's last test is done, not at the end of the whole run.
 
 Built with the report's own ``build_session`` (so its settings are exercised too), on ``local[2]``
 with two shuffle partitions: the datasets here are a few rows.
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g"}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
         if os.environ.get("CI"):  # CI installs Java: a missing one is a failure, never a silent skip
