@@ -102,6 +102,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid} is marked as starting processes or a JVM but lives in "
                                     f"tests/{folder}, whose tests start nothing: move it")
         item.add_marker(tier)
+        item.user_properties.append(("tier", tier))  # for the times on record (reports carry it across workers)
         if tier == "slow" and not any(item.get_closest_marker(k) for k in SLOW_KINDS):
             kind = FOLDER_TIERS.get(folder, ("", ""))[-1]
             if kind not in SLOW_KINDS:
@@ -136,8 +137,7 @@ class Times:
 
     def add(self, report: pytest.TestReport) -> None:
         self.tests[report.nodeid] += report.duration
-        tier = next((t for t in TIERS if t in report.keywords), "unknown")
-        self.tier[report.nodeid] = tier
+        self.tier[report.nodeid] = next((str(v) for k, v in report.user_properties if k == "tier"), "unknown")
 
     def lines(self, slowest: int = 20) -> list[str]:
         totals: Counter[str] = Counter()

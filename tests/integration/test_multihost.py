@@ -258,7 +258,8 @@ def test_partitions_across_hosts_lose_no_acknowledged_message(hosts: Hosts, tmp_
     assert logs[0] == logs[1] == logs[2]
     # The report, collected from the cluster by a client on another host, in TLS.
     done = hosts.t.run_in(CLIENT, sys.executable, "-m", "mqctl", *flags, "report", "-a", hosts.controllers,
-                          "--output", str(tmp_path / "report"), "--format", "json", check=False)
+                          "--output", str(tmp_path / "report"), "--format", "json", check=False,
+                          timeout=180)  # a Spark JVM starts: minutes on a busy 2-core machine
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout)
     assert GROUP in done.stdout and summary["cluster"]["failovers"] >= 1

@@ -49,9 +49,9 @@ def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Comp
     return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=30)
 
 
-def in_ns(ns: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def in_ns(ns: str, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, check=check,
-                          timeout=30)
+                          timeout=timeout)
 
 
 def unavailable_reason() -> str | None:
@@ -160,8 +160,9 @@ class Topology:
         """Start ``argv`` inside ``host`` (killed by ``down()`` if still running)."""
         return subprocess.Popen(["ip", "netns", "exec", self.ns(host), *argv], **kwargs)  # type: ignore[call-overload]
 
-    def run_in(self, host: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return in_ns(self.ns(host), *argv, check=check)
+    def run_in(self, host: str, *argv: str, check: bool = True,
+               timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return in_ns(self.ns(host), *argv, check=check, timeout=timeout)
 
     # ------------------------------------------------------------------ faults
     def cut(self, src: str, dst: str) -> None:
