@@ -32,6 +32,7 @@ from services.broker.ha.frames import (
     SlaveHello,
     SlaveProof,
 )
+from services.broker.store import load_checkpoint
 from services.common.broker_client import BrokerClient
 from services.common.errors import ConfigError, MqctlError
 from services.common.httplimits import DEFAULT_MAX_CONNECTIONS, stranger_share
@@ -323,14 +324,19 @@ class ChaosRun:
         return master.name
 
     def _fault_crash_master_unflushed(self, rng: random.Random) -> str:
-        """SIGKILL the master, then cut its commitlog back to what it had fsynced (a power loss)."""
+        """SIGKILL the master, then cut its commitlog back to what it had fsynced (a power loss): the
+        flushedOffset of its checkpoint file as the kill left it (a figure read from the broker before the
+        kill could be older than what the broker flushed, and recorded, in between)."""
         assert self.cluster is not None
         master = self._master()
-        with BrokerClient(2.0) as client:
-            flushed = int(client.request(master.address, "GET", bc.RUNTIME_INFO).data["flushedOffset"])
         self._record_fault("crash_master_unflushed", master.name)
         self.cluster.kill_node(master)
-        commitlog = self.cluster.node_dir(master) / "store" / "commitlog"
+        store = self.cluster.node_dir(master) / "store"
+        checkpoint, problem = load_checkpoint(store / "checkpoint")
+        if problem:
+            raise MqctlError(f"{master.name}'s checkpoint is {problem}")
+        flushed = checkpoint.get("flushedOffset", 0)
+        commitlog = store / "commitlog"
         for segment in sorted(commitlog.iterdir()):
             start = int(segment.name)
             if start >= flushed:
