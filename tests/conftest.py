@@ -102,13 +102,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid} is marked as starting processes or a JVM but lives in "
                                     f"tests/{folder}, whose tests start nothing: move it")
         item.add_marker(tier)
-        item.user_properties.append(("tier", tier))  # for the times on record (reports carry it across workers)
         if tier == "slow" and not any(item.get_closest_marker(k) for k in SLOW_KINDS):
             kind = FOLDER_TIERS.get(folder, ("", ""))[-1]
             if kind not in SLOW_KINDS:
                 raise pytest.UsageError(f"{item.nodeid} is slow but says not what it starts: mark it with one "
                                         f"of {', '.join(SLOW_KINDS)}")
             item.add_marker(kind)
+        # for the times on record (a report carries it across workers): the tier, and a slow test's kind
+        kinds = [k for k in SLOW_KINDS if item.get_closest_marker(k)] if tier == "slow" else []
+        item.user_properties.append(("tier", f"slow:{kinds[0]}" if kinds else tier))
     if not _chosen_by_hand(config):
         keep = [i for i in items if _in_default_set(i)]
         config.hook.pytest_deselected(items=[i for i in items if not _in_default_set(i)])
@@ -146,10 +148,11 @@ class Times:
             totals[self.tier[nodeid]] += seconds
             counts[self.tier[nodeid]] += 1
         wall = time.monotonic() - self.started
-        summary = ", ".join(f"{t} {counts[t]} tests {totals[t]:.0f} s" for t in (*TIERS, "unknown") if counts[t])
+        labels = (*TIERS[:-1], *(f"slow:{k}" for k in SLOW_KINDS), "unknown")
+        summary = ", ".join(f"{t} {counts[t]} tests {totals[t]:.0f} s" for t in labels if counts[t])
         out = [f"test times: wall {wall:.0f} s; by tier (test seconds, summed over workers): {summary}",
                f"the {slowest} slowest:"]
-        out += [f"  {seconds:7.1f} s  {self.tier[n]:<11} {n}" for n, seconds in self.tests.most_common(slowest)]
+        out += [f"  {seconds:7.1f} s  {self.tier[n]:<14} {n}" for n, seconds in self.tests.most_common(slowest)]
         return out
 
     def write(self) -> None:
