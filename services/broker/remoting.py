@@ -6,7 +6,8 @@ codes                  served as
 =====================  ======================================================================================
 10, 310, 320           a send: ``Broker.put`` (every quorum and durability rule), the put status as
                        RocketMQ's response code; a slave answers SERVICE_NOT_AVAILABLE, so clients re-route
-11                     a pull: remoting_pull.py (RocketMQ's message encoding in the body; long polling)
+11, 361                a pull (361: a lite pull consumer's, served alike): remoting_pull.py (RocketMQ's message
+                       encoding in the body; long polling)
 14, 15, 43             consumer offsets: consumer_offsets.py (43 is how a slave copies its master's table)
 30, 31                 a queue's max and min offset
 34, 35, 38             consumer groups from client heartbeats: consumers.py; 40 goes to a group's clients
@@ -109,6 +110,7 @@ class BrokerRemoting:
             RC.SEND_MESSAGE: self._send, RC.SEND_MESSAGE_V2: self._send, RC.SEND_BATCH_MESSAGE: self._send,
             RC.PULL_MESSAGE: self._pull, RC.QUERY_CONSUMER_OFFSET: self._query_offset,
             RC.UPDATE_CONSUMER_OFFSET: self._update_offset, bh.GET_ALL_CONSUMER_OFFSET: self._all_offsets,
+            bh.LITE_PULL_MESSAGE: self._pull,
             RC.GET_MAX_OFFSET: self._max_offset, RC.GET_MIN_OFFSET: self._min_offset,
             RC.HEART_BEAT: self._heartbeat, bh.UNREGISTER_CLIENT: self._unregister,
             RC.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, RC.GET_BROKER_EPOCH_CACHE: self._epoch_cache,

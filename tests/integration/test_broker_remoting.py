@@ -1,5 +1,5 @@
 """Real broker processes serve RocketMQ's remoting protocol on their listen port, beside HTTP: sends (10, 310,
-320) and pulls (11) with RocketMQ's message encoding, long polling woken by a put from either protocol,
+320) and pulls (11, and a lite pull consumer's 361) with RocketMQ's message encoding, long polling woken by a put from either protocol,
 consumer offsets kept durably and copied to slaves so a group resumes after a failover, the controller-mode
 codes (1007, 907, and 1008 as a hint only), a slave's refusal of sends, and hostile frames.
 
@@ -51,12 +51,14 @@ def send(topic: str, body: bytes, code: int = RC.SEND_MESSAGE, queue_id: int = 0
     return make_request(code, 0, ext, body, serialize_type=serialize_type)
 
 
-def pull(topic: str, queue_id: int, offset: int, suspend_ms: int = 0, group: str = "cg") -> RemotingCommand:
+def pull(topic: str, queue_id: int, offset: int, suspend_ms: int = 0, group: str = "cg",
+         lite: bool = False) -> RemotingCommand:
+    """11, or with ``lite`` 361 as a DefaultLitePullConsumer sends it (PullSysFlag's lite bit, 16, set)."""
     header = bh.PullMessageRequestHeader(
         consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
-        sys_flag=4 | (2 if suspend_ms else 0), commit_offset=0, suspend_timeout_millis=suspend_ms,
-        subscription="*", sub_version=0)
-    return make_request(RC.PULL_MESSAGE, 0, header.to_ext_fields())
+        sys_flag=4 | (2 if suspend_ms else 0) | (16 if lite else 0), commit_offset=0,
+        suspend_timeout_millis=suspend_ms, subscription="*", sub_version=0)
+    return make_request(bh.LITE_PULL_MESSAGE if lite else RC.PULL_MESSAGE, 0, header.to_ext_fields())
 
 
 def offsets(code: int, topic: str, queue_id: int, group: str = "cg", **extra: str) -> RemotingCommand:
@@ -81,6 +83,7 @@ def test_a_client_sends_pulls_and_keeps_offsets_over_remoting(controller: Contro
         client = RemotingClient(10.0)
         try:
             await sends_and_pulls(client, node)
+            await lite_pulls(client, node)
             await long_polling(client, node)
             await consumer_offsets(client, node)
             await controller_mode_codes(client, node)
@@ -121,19 +124,30 @@ async def sends_and_pulls(client: RemotingClient, node: BrokerNode) -> None:
     assert (moved.code, moved.ext_fields["nextBeginOffset"]) == (C.PULL_OFFSET_MOVED, "5")
 
 
+async def lite_pulls(client: RemotingClient, node: BrokerNode) -> None:
+    """A lite pull consumer's pulls (361) are answered as 11's: the same messages, offsets and codes."""
+    for offset in (0, 3, 5, 99):
+        plain, lite = [await client.call(node.address, pull("RemotingTopic", 1, offset, lite=flag))
+                       for flag in (False, True)]
+        assert (lite.code, lite.remark, dict(lite.ext_fields)) == (plain.code, plain.remark, dict(plain.ext_fields))
+        assert [m.body for m in decode_pulled(lite.body)] == [m.body for m in decode_pulled(plain.body)]
+
+
 async def long_polling(client: RemotingClient, node: BrokerNode) -> None:
     """A pull held at the end of a queue is answered by the next message, whichever protocol put it. The
     broker serves one connection's requests in the order they arrive, so once the answer to a request sent
     after the pull is back, the pull has been read and is waiting."""
     held = asyncio.ensure_future(client.call(node.address, pull("RemotingTopic", 1, 5, suspend_ms=20_000),
                                              timeout_s=30.0))
+    held_lite = asyncio.ensure_future(client.call(node.address, pull("RemotingTopic", 1, 5, 20_000, lite=True),
+                                                  timeout_s=30.0))
     after = await client.call(node.address, make_request(RC.GET_MAX_OFFSET, 0, {"topic": "RemotingTopic",
                                                                                 "queueId": "1"}))
-    assert after.ext_fields == {"offset": "5"} and not held.done()
+    assert after.ext_fields == {"offset": "5"} and not held.done() and not held_lite.done()
     await asyncio.to_thread(http_send, node, "RemotingTopic", "late", 1)
-    answer = await held
-    assert answer.code == C.SUCCESS, answer  # a hold that timed out would answer PULL_NOT_FOUND
-    assert [m.body for m in decode_pulled(answer.body)] == [b"late"]
+    for answer in (await held, await held_lite):  # a lite pull is held as a pull is
+        assert answer.code == C.SUCCESS, answer  # a hold that timed out would answer PULL_NOT_FOUND
+        assert [m.body for m in decode_pulled(answer.body)] == [b"late"]
 
 
 async def consumer_offsets(client: RemotingClient, node: BrokerNode) -> None:

@@ -383,6 +383,30 @@ def test_pull_header_checks(broker: FakeBroker) -> None:
     assert "consumerGroup" in (serve(broker, pull_request(group="a b")).remark or "")
 
 
+def as_lite_pull(pull: RemotingCommand) -> RemotingCommand:
+    """The same pull as a DefaultLitePullConsumer sends it: LITE_PULL_MESSAGE, PullSysFlag's lite bit (16) set."""
+    ext = {**pull.ext_fields, "sysFlag": str(int(pull.ext_fields["sysFlag"]) | 16)}
+    return make_request(bh.LITE_PULL_MESSAGE, pull.opaque, ext)
+
+
+@pytest.mark.parametrize("pull", [
+    pull_request(), pull_request(expression="tagB"), pull_request(expression="tagC"), pull_request(offset=9),
+    pull_request(offset=2, sys_flag=4 | 2, suspend_ms=20), pull_request(queue_id=4)],
+    ids=["found", "by-tag", "none-matched", "moved", "suspended-to-its-deadline", "bad-queue"])
+def test_a_lite_pull_is_answered_as_a_pull(broker: FakeBroker, pull: RemotingCommand) -> None:
+    """RocketMQ's broker serves 361 with the processor of 11 (suspended alike): the same answer, byte for byte."""
+    fill(broker, "tagA", "tagB")
+    assert serve(broker, as_lite_pull(pull)) == serve(broker, pull)
+
+
+def test_a_lite_pull_commits_as_a_pull_does(broker: FakeBroker) -> None:
+    """A lite pull consumer commits with UPDATE_CONSUMER_OFFSET (its pulls carry no commit flag); one that did
+    would commit as 11 does."""
+    fill(broker, "a")
+    assert serve(broker, as_lite_pull(pull_request(sys_flag=4 | 1, commit=1))).code == C.SUCCESS
+    assert broker.consumer_offsets.table.query("cg", "TopicTest", 1) == 1
+
+
 # ---------------------------------------------------------------------------------------- offsets
 
 
