@@ -41,8 +41,10 @@ FOLDER_TIERS = {"unit": ("unit",), "property": ("unit",), "integration": ("integ
                 "browser": ("slow", "browser"), "bench": ("slow", "bench"), "fuzz": ("slow", "fuzz"),
                 "interop": ("slow", "rocketmq")}
 #: Tests that share an expensive session or module fixture run on one worker (pytest-xdist's loadgroup):
-#: a SparkSession, a Spark standalone cluster, RocketMQ's clusters. By folder, or by file.
-SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/test_report.py": "spark-standalone"}
+#: a SparkSession, a Spark standalone cluster, RocketMQ's clusters (the Java clients' failover scenario starts
+#: its own, so it may run beside the rest of the tier). By folder, or by file.
+SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/test_report.py": "spark-standalone",
+                         "interop/test_java_clients.py": "rocketmq-java"}
 #: Where each run writes its times (git-ignored).
 TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"
 

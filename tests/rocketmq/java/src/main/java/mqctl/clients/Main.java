@@ -1,0 +1,60 @@
+package mqctl.clients;
+
+import java.util.Arrays;
+
+/**
+ * RocketMQ's Java remoting clients, driven for the tests: {@code java -cp ... mqctl.clients.Main MODE --name value...}.
+ *
+ * <pre>
+ * create-topic  --namesrv A --topic T [--queues 4]               creates T through TBW102's route, waits for its route
+ * produce       --namesrv A --topic T --history F [--modes sync,async,oneway,batch] [--first 0] [--rounds N]
+ *               [--until FILE] [--batch 3] [--pause-ms 20] [--send-timeout-ms 3000] [--group G]
+ *               (modes also: delayed, transaction)
+ * push          --namesrv A --topic T --group G --history F --until FILE [--expression *] [--threads 4]
+ *               [--listener concurrently|orderly] [--reconsume-every K]
+ * lite-pull     --namesrv A --topic T --group G --history F --until FILE [--expression *] [--assign true]
+ * </pre>
+ *
+ * Every mode also takes {@code --deadline-s} (600: the longest it runs), {@code --route-poll-ms},
+ * {@code --heartbeat-ms} and {@code --offset-persist-ms} (1000 each). Exit code 0 when the run ended as
+ * asked, 2 for a usage error, 1 for anything else (with its stack trace on stderr).
+ */
+public final class Main {
+    private Main() {
+    }
+
+    public static void main(String[] args) {
+        int code;
+        try {
+            code = run(args);
+        } catch (Options.UsageError e) {
+            System.err.println("usage error: " + e.getMessage());
+            code = 2;
+        } catch (Exception e) {
+            e.printStackTrace();
+            code = 1;
+        }
+        System.out.flush();
+        // the clients leave non-daemon threads behind (Netty, timers): end the JVM explicitly
+        System.exit(code);
+    }
+
+    private static int run(String[] args) throws Exception {
+        if (args.length == 0) {
+            throw new Options.UsageError("a mode is required: create-topic, produce, push or lite-pull");
+        }
+        Options options = Options.parse(args, 1);
+        switch (args[0]) {
+            case "create-topic":
+                return CreateTopic.run(options);
+            case "produce":
+                return Produce.run(options);
+            case "push":
+                return PushConsume.run(options);
+            case "lite-pull":
+                return LitePull.run(options);
+            default:
+                throw new Options.UsageError("unknown mode " + args[0] + " in " + Arrays.toString(args));
+        }
+    }
+}

@@ -1,0 +1,199 @@
+"""Our Java test program (``tests/rocketmq/java``, package ``mqctl.clients``): RocketMQ's own remoting clients
+(``DefaultMQProducer``, ``DefaultMQPushConsumer``, ``DefaultLitePullConsumer``) driven by modes, against our
+cluster or RocketMQ's.
+
+``JavaClients(version).build()`` compiles the Maven project (every program in it) against ``rocketmq-client`` of
+that version, into the kit's cache (``<cache>/<version>/java-clients/<digest of the sources>/``: ``classes/`` and ``lib/``, the client
+and what it needs), once per version and source; a complete folder is reused without Maven. ``start(mode,
+folder, ...)`` runs one mode in its own JVM (``java -cp``), its ``user.home`` (the client's logs) in
+``folder``, its history in ``folder/history.tsv`` (client_history.py reads it), its output in
+``folder/console.log``; ``stop()`` asks it to end (the ``--until`` file) and waits, ``kill()`` does not ask.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.rocketmq.client_history import History
+from tests.rocketmq.errors import KitError, ProcessExited
+from tests.rocketmq.fetch import (
+    COMPLETE,
+    DEPENDENCY_PLUGIN,
+    MAVEN_TIMEOUT_S,
+    cache_root,
+    require_java,
+    require_tool,
+    resolution_error,
+)
+from tests.rocketmq.jvm import COMMON_FLAGS, JAVA17_FLAGS, tail, tied_to_parent
+
+SOURCE = Path(__file__).with_name("java")
+MAIN_CLASS = "mqctl.clients.Main"
+#: A client JVM's heap and direct memory (MiB): six of them beside a cluster stay under 1.5 GB.
+HEAP = ("-Xms32m", "-Xmx192m", "-XX:MaxDirectMemorySize=128m")
+
+
+class BuildFailed(KitError):
+    """Maven resolved the client but could not compile the program (the message carries javac's errors)."""
+
+
+def source_digest(source: Path = SOURCE) -> str:
+    """A digest of the program's pom and sources: a change builds a new folder, never reuses a stale one."""
+    digest = hashlib.sha256()
+    files = [source / "pom.xml", *sorted((source / "src").rglob("*.java"))]
+    for path in files:
+        digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JavaClients:
+    """The program built against one version of ``rocketmq-client``."""
+
+    version: str
+    cache: Path = field(default_factory=cache_root)
+    #: Extra arguments for mvn (e.g. ``-s settings.xml``, ``-Dmaven.repo.local=...``).
+    maven_args: tuple[str, ...] = ()
+
+    @property
+    def folder(self) -> Path:
+        return self.cache / self.version / "java-clients" / source_digest()
+
+    @property
+    def classpath(self) -> str:
+        return f"{self.folder / 'classes'}{os.pathsep}{self.folder / 'lib'}/*"
+
+    def is_built(self) -> bool:
+        return (self.folder / COMPLETE).is_file()
+
+    def build(self) -> JavaClients:
+        """Compile unless a complete build is there; raises ``ArtifactUnavailable`` or ``BuildFailed``."""
+        if self.is_built():
+            return self
+        mvn = require_tool("mvn", "to build the Java test program against rocketmq-client")
+        partial = self.folder.with_name(f"{self.folder.name}.partial-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        command = [mvn, "-B", "-q", *self.maven_args, "-f", str(SOURCE / "pom.xml"), f"-Drmq.version={self.version}",
+                   f"-Dclient.dir={partial}", "compile", f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+                   f"-DoutputDirectory={partial / 'lib'}", "-DincludeScope=runtime"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=MAVEN_TIMEOUT_S, check=False)
+        if done.returncode != 0 or not any(partial.glob(f"lib/rocketmq-client-{self.version}.jar")):
+            shutil.rmtree(partial, ignore_errors=True)
+            output = done.stdout + done.stderr
+            if "COMPILATION ERROR" in output:
+                raise BuildFailed(f"the Java test program does not compile against rocketmq-client {self.version}:\n"
+                                  + "\n".join(line for line in output.splitlines() if "ERROR" in line)[:4000])
+            raise resolution_error(self.version, output)
+        (partial / COMPLETE).write_text(f"rocketmq-client {self.version}\n")
+        try:
+            partial.rename(self.folder)
+        except OSError:  # built meanwhile by another run: keep that one
+            shutil.rmtree(partial, ignore_errors=True)
+        return self
+
+    def command(self, java: str, mode: str, folder: Path, options: dict[str, object]) -> list[str]:
+        args: list[str] = []
+        for name, value in options.items():
+            args += [f"--{name.replace('_', '-')}", str(value)]
+        return [java, *JAVA17_FLAGS, *COMMON_FLAGS, *HEAP, f"-Duser.home={folder}", "-cp", self.classpath,
+                MAIN_CLASS, mode, *args]
+
+    def start(self, mode: str, folder: Path, **options: object) -> ClientRun:
+        """One mode in its own JVM; ``history`` and ``until`` are set to files in ``folder``."""
+        self.build()
+        folder.mkdir(parents=True, exist_ok=True)
+        run = ClientRun(mode, folder)
+        full = {**options, "history": run.history_file, "until": run.until_file}
+        if mode == "create-topic":
+            full.pop("history")
+        run.start(self.command(require_java(), mode, folder, full))
+        return run
+
+
+@dataclass
+class ClientRun:
+    """One running mode of the program."""
+
+    mode: str
+    folder: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def history_file(self) -> Path:
+        return self.folder / "history.tsv"
+
+    @property
+    def until_file(self) -> Path:
+        return self.folder / "stop"
+
+    @property
+    def console(self) -> Path:
+        return self.folder / "console.log"
+
+    def start(self, command: list[str]) -> None:
+        self.until_file.unlink(missing_ok=True)
+        with self.console.open("ab") as out:
+            self.process = subprocess.Popen(tied_to_parent(command), stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, cwd=self.folder, start_new_session=True)
+
+    def history(self) -> History:
+        try:
+            return History.parse(self.history_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return History()
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def check_running(self) -> None:
+        if not self.running():
+            raise ProcessExited(f"the Java {self.mode} client exited ({self.exit_code()}):\n{self.describe()}")
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def wait(self, timeout_s: float) -> int:
+        """Its exit code; kills it and raises ``ProcessExited`` if it runs past ``timeout_s``."""
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ProcessExited(f"the Java {self.mode} client did not end within {timeout_s:.0f} s:\n"
+                                f"{self.describe()}") from None
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """Asks it to end as a user would (its consumers shut down, committing their offsets) and waits."""
+        self.until_file.touch()
+        return self.wait(timeout_s)
+
+    def kill(self) -> None:
+        if self.running():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def describe(self) -> str:
+        logs = sorted((self.folder / "logs" / "rocketmqlogs").glob("rocketmq_client*.log"))
+        client_log = f"\n{logs[0]}:\n{tail(logs[0], 20)}" if logs else ""
+        return f"{self.console}:\n{tail(self.console, 30)}\n{self.history_file}:\n{tail(self.history_file, 10)}" \
+               + client_log
+
+
+def wait_for(check: Callable[[], object], timeout_s: float, what: str, runs: tuple[ClientRun, ...] = ()) -> None:
+    """Poll ``check()`` until it is true; a client of ``runs`` that exits meanwhile ends the wait at once."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        for run in runs:
+            run.check_running()
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+        time.sleep(0.2)
