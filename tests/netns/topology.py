@@ -108,6 +108,7 @@ class Topology:
     _impaired: set[str] = field(default_factory=set)
     _routes: set[tuple[str, str]] = field(default_factory=set)
     _filtered: set[str] = field(default_factory=set)
+    _started: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def switch(self) -> str:
@@ -145,6 +146,15 @@ class Topology:
             ip("link", "set", "eth0", "up", ns=ns)
 
     def down(self) -> None:
+        # What popen() started is killed by its pid first: a process forked an instant ago may not have
+        # entered its namespace yet, so ``ip netns pids`` would not list it.
+        for proc in self._started:
+            if proc.poll() is None:
+                try:
+                    proc.kill()
+                except ProcessLookupError:
+                    pass
+        self._started.clear()
         for host in self.hosts:
             remove(self.ns(host))
         remove(self.switch)
@@ -158,7 +168,10 @@ class Topology:
     # ------------------------------------------------------------------ processes
     def popen(self, host: str, argv: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
         """Start ``argv`` inside ``host`` (killed by ``down()`` if still running)."""
-        return subprocess.Popen(["ip", "netns", "exec", self.ns(host), *argv], **kwargs)  # type: ignore[call-overload]
+        proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+            ["ip", "netns", "exec", self.ns(host), *argv], **kwargs)
+        self._started.append(proc)
+        return proc
 
     def run_in(self, host: str, *argv: str, check: bool = True,
                timeout: float = 30) -> subprocess.CompletedProcess[str]:
