@@ -57,6 +57,13 @@ class BrokerConfig(TlsProperties):
     syncFlushTimeout: int = 5000
     controllerAddr: str = "127.0.0.1:9878"
     controllerProtocol: str = "http"
+    #: Name servers this broker registers with (``;``-separated) besides every controller of
+    #: ``controllerAddr`` (mqctl's controllers are name servers; RocketMQ's are not).
+    namesrvAddr: str = ""
+    #: Where the key that proves this broker's id on the replication port comes from: ``file``
+    #: (``brokerIdentity.key``, bound to the id by the controllers) or ``authToken`` (one key per group,
+    #: derived from authToken, for controllers that hold no keys: RocketMQ's; ha/auth.py).
+    brokerKeySource: str = "file"
     authToken: str = ""
     syncBrokerMetadataPeriod: int = 5000
     checkSyncStateSetPeriod: int = 5000
@@ -171,14 +178,7 @@ class BrokerConfig(TlsProperties):
             raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
         if self.maxMessageSize + 1024 > self.mappedFileSizeCommitLog:
             raise ConfigError("maxMessageSize must be smaller than mappedFileSizeCommitLog")
-        if not self.controllerAddr.strip():
-            raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
-        if self.controllerProtocol not in ("http", "remoting"):
-            raise ConfigError(f"controllerProtocol must be http or remoting, got {self.controllerProtocol!r}")
-        if self.controllerProtocol == "remoting" and self.brokerHeartbeatInterval >= IDLE_TIMEOUT_S * 1000:
-            raise ConfigError(f"with controllerProtocol=remoting, brokerHeartbeatInterval must be under "
-                              f"{int(IDLE_TIMEOUT_S * 1000)} ms: a controller closes a remoting connection that "
-                              "quiet, which counts as the broker going away")
+        self._validate_controller_links()
         if not self.minInSyncReplicas >= 1:
             raise ConfigError("minInSyncReplicas must be at least 1")
         if self.inSyncReplicas < 1 or self.totalReplicas < 1:
@@ -202,6 +202,21 @@ class BrokerConfig(TlsProperties):
         if not self.brokerName or "#" in self.brokerName or not self.brokerClusterName \
                 or "#" in self.brokerClusterName:
             raise ConfigError("brokerName and brokerClusterName must be non-empty and must not contain '#'")
+
+    def _validate_controller_links(self) -> None:
+        if not self.controllerAddr.strip():
+            raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
+        if self.controllerProtocol not in ("http", "remoting"):
+            raise ConfigError(f"controllerProtocol must be http or remoting, got {self.controllerProtocol!r}")
+        if self.controllerProtocol == "remoting" and self.brokerHeartbeatInterval >= IDLE_TIMEOUT_S * 1000:
+            raise ConfigError(f"with controllerProtocol=remoting, brokerHeartbeatInterval must be under "
+                              f"{int(IDLE_TIMEOUT_S * 1000)} ms: a controller closes a remoting connection that "
+                              "quiet, which counts as the broker going away")
+        if self.brokerKeySource not in ("file", "authToken"):
+            raise ConfigError(f"brokerKeySource must be file or authToken, got {self.brokerKeySource!r}")
+        if self.brokerKeySource == "authToken" and (not self.authToken or self.controllerProtocol != "remoting"):
+            raise ConfigError("brokerKeySource=authToken needs authToken and controllerProtocol=remoting: it is "
+                              "for controllers that hold no broker keys (RocketMQ's), which speak remoting only")
 
     def _validate_retention(self) -> None:
         try:
@@ -253,7 +268,6 @@ OVERRIDDEN_IN_CONTROLLER_MODE = {
     "brokerRole": "the controller decides who is master (SYNC_MASTER) and who is SLAVE",
     "brokerId": "the controller assigns a persistent broker id (see brokerIdentity)",
     "enableControllerMode": "mqctl brokers always run in controller mode",
-    "namesrvAddr": "there is no name server: clients find brokers through the controller",
     "enableSlaveActingMaster": "slave-acting-master mode does not exist in controller mode",
     "haMasterAddress": "a slave learns its master from the controller",
     "duplicationEnable": "not supported",

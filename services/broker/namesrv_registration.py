@@ -4,7 +4,9 @@ A RocketMQ broker registers its topic configs with each of its name servers (REG
 every 30 s, at once when its role changes, and when it creates a topic; it unregisters (104) when it
 shuts down. This broker does the same with every controller of ``controllerAddr``, since the controllers
 are the cluster's name servers (see services/controller/namesrv.py), with the same request a RocketMQ
-broker sends, so the controller has one code path for both kinds of broker.
+broker sends, so the controller has one code path for both kinds of broker; and with every name server of
+``namesrvAddr`` (RocketMQ's, when the controllers are RocketMQ's: those answer 103 with
+REQUEST_CODE_NOT_SUPPORTED, which is noted once and not retried sooner than the next round).
 
 What it registers, as a RocketMQ broker in controller mode does: id 0 while it is master and its own id
 otherwise (also while it does not know its role yet); its DataVersion's stateVersion is the master epoch
@@ -205,6 +207,10 @@ class NamesrvRegistration:
             answer = await self.client.call(address, request, timeout_s)
         except MqctlError as exc:
             self._outcome(address, f"cannot {what} with the name server at {address}: {exc}", logging.INFO)
+            return True
+        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # a controller that is no name server
+            self._outcome(address, f"{address} does not serve the name server's requests (RocketMQ's controllers "
+                                   "do not): registrations go to the other name servers", logging.INFO)
             return True
         if answer.code != ResponseCode.SUCCESS:
             self._outcome(address, f"the name server at {address} refused to {what} this broker: "

@@ -220,3 +220,17 @@ def test_a_refused_registration_is_retried_soon_then_less_often() -> None:
             await until(lambda: reg._retry_s is None, "taken: back to the interval")
             await reg.stop()
     run(test)
+
+
+def test_a_controller_that_is_no_name_server_is_not_retried_sooner() -> None:
+    """RocketMQ's controllers answer 103 with REQUEST_CODE_NOT_SUPPORTED: the registration goes on with the
+    name servers of namesrvAddr, and no refusal makes it retry before the next round."""
+    async def test() -> None:
+        controller, namesrv = Recorder(ResponseCode.REQUEST_CODE_NOT_SUPPORTED), Recorder()
+        async with name_servers(controller, namesrv) as addresses:
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), list, FakeClock())
+            await reg.register_all()
+            assert reg._retry_s is None and reg.registered_id == 0
+            assert len(namesrv.registrations()) == len(controller.registrations()) == 1
+            await reg.client.close()
+    run(test)
