@@ -25,7 +25,6 @@ from services.broker.replication import AutoSwitchReplication, Replication
 from services.broker.retention import RetentionService
 from services.broker.slave_sync import SlaveSync, TopicSync
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
-from services.common.addresses import parse_addresses
 from services.common.clock import Clock, SystemClock
 from services.common.remoting_client import RemotingClient
 
@@ -63,9 +62,8 @@ class Broker:
         self.replicas = ReplicasManager(config, self.store, self.api, self.clock, on_fatal=on_fatal)
         self.replication: Replication = AutoSwitchReplication(
             config, self.store, self.api, self.clock, self.io_lock, self.flush, self.replicas, self.key)
-        namesrv = list(dict.fromkeys(self.api.addresses + parse_addresses(config.namesrvAddr)))
-        self.namesrv = NamesrvRegistration(config, namesrv, self._identity, self.store.topic_names,
-                                           self.clock, key=self.key)
+        self.namesrv = NamesrvRegistration(config, self.api.addresses, self._identity, self.store.topic_names,
+                                           self.clock, key=self.key, name_servers=config.name_server_addresses)
         self.replicas.listen(self.replication)
         self.replicas.listen(self.namesrv)
         self.retention = RetentionService(config, self.store, self.clock, self.io_lock,

@@ -14,8 +14,9 @@ from typing import Any
 
 from services.broker.contract import SEND_ROUTES
 from services.broker.retention import parse_delete_when
+from services.common.addresses import check_address
 from services.common.auth import check_token
-from services.common.errors import ConfigError
+from services.common.errors import AddressError, ConfigError
 from services.common.httplimits import (
     DEFAULT_BODY_TIMEOUT_MS,
     DEFAULT_HEADER_TIMEOUT_MS,
@@ -106,6 +107,12 @@ class BrokerConfig(TlsProperties):
     @property
     def address(self) -> str:
         return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def name_server_addresses(self) -> list[str]:
+        """``namesrvAddr`` as a list (``;`` or ``,`` between addresses); empty when it is not set."""
+        items = (item.strip() for item in self.namesrvAddr.replace(",", ";").split(";"))
+        return [check_address(item, "name server") for item in items if item]
 
     @property
     def ha_address(self) -> str:
@@ -212,6 +219,10 @@ class BrokerConfig(TlsProperties):
             raise ConfigError(f"with controllerProtocol=remoting, brokerHeartbeatInterval must be under "
                               f"{int(IDLE_TIMEOUT_S * 1000)} ms: a controller closes a remoting connection that "
                               "quiet, which counts as the broker going away")
+        try:
+            self.name_server_addresses  # noqa: B018 - checked for its error
+        except AddressError as exc:
+            raise ConfigError(f"namesrvAddr: {exc}") from None
         if self.brokerKeySource not in ("file", "authToken"):
             raise ConfigError(f"brokerKeySource must be file or authToken, got {self.brokerKeySource!r}")
         if self.brokerKeySource == "authToken" and (not self.authToken or self.controllerProtocol != "remoting"):
