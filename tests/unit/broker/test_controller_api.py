@@ -272,5 +272,36 @@ def test_a_key_from_the_token_needs_the_token_and_remoting(props: dict[str, str]
 
 
 def test_name_servers_of_their_own_are_kept() -> None:
-    assert config_from_properties({"namesrvAddr": "10.0.0.5:9876;10.0.0.6:9876"}).namesrvAddr == \
-        "10.0.0.5:9876;10.0.0.6:9876"
+    config = config_from_properties({"namesrvAddr": "10.0.0.5:9876; 10.0.0.6:9876"})
+    assert config.name_server_addresses == ["10.0.0.5:9876", "10.0.0.6:9876"]
+    assert BrokerConfig().name_server_addresses == []
+    with pytest.raises(ConfigError, match="namesrvAddr: bad name server address 'nowhere'"):
+        config_from_properties({"namesrvAddr": "nowhere"}).validate()
+
+
+def test_a_periodic_task_says_once_that_the_controllers_fail_and_once_that_they_work_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = BrokerConfig(storePathRootDir=str(tmp_path / "store"))
+    outcomes: list[Exception | None] = [UnreachableError("no leader"), UnreachableError("no leader"),
+                                        UnreachableError("no leader"), None, None]
+
+    done = asyncio.Event()
+
+    async def sync_metadata() -> None:
+        outcome = outcomes.pop(0) if outcomes else None
+        if not outcomes:
+            done.set()
+        if outcome is not None:
+            raise outcome
+
+    async def run() -> None:
+        manager = ReplicasManager(config, None, InMemoryController(), FakeClock())  # type: ignore[arg-type]
+        task = asyncio.ensure_future(manager._every(1, sync_metadata))
+        await asyncio.wait_for(done.wait(), 5)
+        await asyncio.sleep(0)  # the step that ran the last action ends before the task is cancelled
+        task.cancel()
+    with caplog.at_level("INFO", logger="services.broker.replicas_manager"):
+        asyncio.run(run())
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["periodic task sync_metadata failed: no leader", "periodic task sync_metadata works again"]
+    assert all(r.exc_info is None for r in caplog.records)  # no traceback for an unreachable controller
