@@ -4,7 +4,8 @@ of one version, and run as a producer or a consumer of a topic (modes by argumen
 ``JavaClient(version).build()`` compiles it with Maven into ``<cache>/<version>/client`` (``classes/`` and
 ``lib/``, RocketMQ's client and what it needs) and marks the folder complete; a complete folder is reused
 without Maven, as the kit's jars are (fetch.py). ``produce`` starts a producer that writes one history line
-per message (``Producer``), ``consume`` reads a topic from the start and returns what it read.
+per message (``Producer``), ``consume`` reads a topic from the start (a push consumer, or with
+``consumer="lite"`` a lite pull consumer) and returns what it read.
 """
 
 from __future__ import annotations

@@ -15,10 +15,14 @@ import java.util.Map;
 import java.util.Set;
 
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
@@ -28,6 +32,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * produce --namesrv A --topic T --history FILE [--first 1] [--count N] [--interval-ms 0] [--group G]
  *         [--pause-file P] [--stop-file S] [--send-timeout-ms 5000] [--route-poll-ms 30000]
  * consume --namesrv A --topic T --out FILE [--group G] [--expect FILE] [--idle-ms 10000] [--timeout-ms 120000]
+ *         [--consumer push|lite]
  * </pre>
  *
  * produce sends the messages numbered first, first+1, ... (the number is the key, "message-N" the body), one
@@ -35,9 +40,11 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * {@code N<TAB>SEND_OK<TAB>detail}, the client's other send status, or {@code N<TAB>FAILED<TAB>exception}. While
  * the pause file exists it sends nothing (after a line "# paused before N"); once the stop file exists it ends.
  *
- * consume reads the topic from the start of every queue (a lite pull consumer, queues assigned, nothing
- * committed) and writes {@code key<TAB>broker<TAB>queueId<TAB>queueOffset<TAB>msgId} per message; it ends once
- * every key of the expect file was read, after idle-ms without a new message, or at timeout-ms.
+ * consume reads the topic from the start of every queue and writes
+ * {@code key<TAB>broker<TAB>queueId<TAB>queueOffset<TAB>msgId} per message; it ends once every key of the expect
+ * file was read, after idle-ms without a new message, or at timeout-ms. The consumer is a push consumer of a
+ * group (from the first offset, on PULL_MESSAGE, committing offsets), or with --consumer lite a lite pull
+ * consumer with every queue assigned (on LITE_PULL_MESSAGE, 361, committing nothing).
  *
  * Both end the file with a "# done" line and exit 0 unless the arguments or the client's start fail.
  */
@@ -166,9 +173,52 @@ public final class Client {
     // ------------------------------------------------------------------------------------------ consume
 
     private static void consume(Map<String, String> options) throws Exception {
+        if ("lite".equals(options.getOrDefault("consumer", "push"))) {
+            consumeLite(options);
+            return;
+        }
         String topic = required(options, "topic");
         long idle = number(options, "idle-ms", 10000);
         long deadline = System.currentTimeMillis() + number(options, "timeout-ms", 120000);
+        Set<String> expected = expectedKeys(options);
+        boolean waitForKeys = !expected.isEmpty();
+        DefaultMQPushConsumer consumer =
+                new DefaultMQPushConsumer(options.getOrDefault("group", "mqctl_interop_consumer"));
+        consumer.setNamesrvAddr(required(options, "namesrv"));
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        long[] lastNew = {System.currentTimeMillis()};
+        int[] read = {0};
+        try (BufferedWriter out = open(required(options, "out"))) {
+            consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
+                synchronized (out) {
+                    for (MessageExt message : messages) {
+                        read[0]++;
+                        lastNew[0] = System.currentTimeMillis();
+                        expected.remove(message.getKeys());
+                        writeConsumed(out, message);
+                    }
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumer.start();
+            while (System.currentTimeMillis() < deadline && System.currentTimeMillis() - lastNew[0] < idle) {
+                synchronized (out) {
+                    if (waitForKeys && expected.isEmpty()) {
+                        break;
+                    }
+                }
+                Thread.sleep(100);
+            }
+            consumer.shutdown();
+            synchronized (out) {
+                line(out, "# done " + read[0] + " messages"
+                        + (waitForKeys ? ", " + expected.size() + " expected not read" : ""));
+            }
+        }
+    }
+
+    private static Set<String> expectedKeys(Map<String, String> options) throws IOException {
         Set<String> expected = new HashSet<>();
         if (options.containsKey("expect")) {
             for (String key : Files.readAllLines(Path.of(options.get("expect")), StandardCharsets.UTF_8)) {
@@ -177,6 +227,23 @@ public final class Client {
                 }
             }
         }
+        return expected;
+    }
+
+    private static void writeConsumed(BufferedWriter out, MessageExt message) {
+        try {
+            line(out, message.getKeys() + "\t" + message.getBrokerName() + "\t" + message.getQueueId() + "\t"
+                    + message.getQueueOffset() + "\t" + message.getMsgId());
+        } catch (IOException error) {
+            throw new IllegalStateException(error);
+        }
+    }
+
+    private static void consumeLite(Map<String, String> options) throws Exception {
+        String topic = required(options, "topic");
+        long idle = number(options, "idle-ms", 10000);
+        long deadline = System.currentTimeMillis() + number(options, "timeout-ms", 120000);
+        Set<String> expected = expectedKeys(options);
         DefaultLitePullConsumer consumer =
                 new DefaultLitePullConsumer(options.getOrDefault("group", "mqctl_interop_consumer"));
         consumer.setNamesrvAddr(required(options, "namesrv"));
@@ -220,8 +287,7 @@ public final class Client {
                 read++;
                 lastNew = System.currentTimeMillis();
                 expected.remove(message.getKeys());
-                line(out, message.getKeys() + "\t" + message.getBrokerName() + "\t" + message.getQueueId() + "\t"
-                        + message.getQueueOffset() + "\t" + message.getMsgId());
+                writeConsumed(out, message);
             }
             if (waitForKeys && expected.isEmpty()) {
                 break;
