@@ -19,7 +19,7 @@ import pytest
 
 from tests.interop.failover import Record, Scenario
 from tests.interop.sides import OurBrokers, TheirControllers
-from tests.rocketmq import PINNED, RocketMQ
+from tests.rocketmq import VERSIONS, RocketMQ
 from tests.rocketmq.client import JavaClient
 from tests.rocketmq.fetch import require_java
 from tests.rocketmq.servers import CONTROLLER_DEFAULTS, Runtime
@@ -50,9 +50,9 @@ def run(root: Path, version: str) -> Record:
     return record
 
 
-@pytest.fixture(scope="module")
-def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Record]:
-    yield run(tmp_path_factory.mktemp("mqctl-under-rocketmq"), PINNED)
+@pytest.fixture(scope="module", params=VERSIONS)
+def record(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Record]:
+    yield run(tmp_path_factory.mktemp(f"mqctl-under-rocketmq-{request.param}"), request.param)
 
 
 def test_our_brokers_fail_over_under_rocketmq_controllers(record: Record) -> None:
