@@ -10,7 +10,8 @@ The steps (``run``), each waited on by asking the controller leader for the grou
    killed with SIGKILL; the producer resumes against the new master, and the old master, restarted,
    rejoins as a slave;
 3. the same with SIGSTOP (the controllers find the master by its heartbeats' timeout), then SIGCONT: the
-   stopped master learns the new epoch and becomes a slave;
+   stopped master learns the new epoch, becomes a slave and rejoins the set (with the third replica,
+   except under RocketMQ's name server with RocketMQ's brokers: ``SIGSTOP_STEADY``);
 4. the controller leader is killed with SIGKILL: another leads, the group keeps its master and epoch,
    the producer goes on; the killed controller is started again;
 5. the producer stops and a consumer reads the topic from the start: every acknowledged message is there.

@@ -6,6 +6,7 @@ stopped by its ``close``."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,15 @@ from typing import Any
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from tests.rocketmq import probe
 from tests.rocketmq.errors import ProcessExited
-from tests.rocketmq.jvm import JavaProcess, stop_all
+from tests.rocketmq.jvm import JavaProcess, poll, stop_all
 from tests.rocketmq.ports import free_block
 from tests.rocketmq.servers import Broker, ControllerGroup, NameServer, Props, Runtime
+
+
+def answering(address: str, alive: Callable[[], None] = lambda: None) -> None:
+    """A restarted controller answers again (a Java client that picks it as its name server while it does
+    not fails to start: RocketMQ 5.5.0's push consumer)."""
+    poll(lambda: probe.controller_metadata(address), 90, f"controller {address} answering", alive)
 
 
 class OurControllers:
@@ -38,6 +45,7 @@ class OurControllers:
 
     def restart(self, address: str) -> None:
         next(n for n in self.cluster.nodes if n.address == address).start()
+        answering(address)
 
     def close(self) -> None:
         self.cluster.stop()
@@ -82,6 +90,7 @@ class TheirControllers:
 
     def restart(self, address: str) -> None:
         self._process(address).start()
+        answering(address, self._process(address).check_alive)
 
     def close(self) -> None:
         stop_all(list(reversed(self.processes)))
