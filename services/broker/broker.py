@@ -52,7 +52,7 @@ class Broker:
         self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
                                   config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize,
                                   config.commitlog_dir)
-        self.key = BrokerKey.load_or_create(config.key_file)
+        self.key = broker_key(config)
         # The parts, each built from the ones it needs (nothing refers back to the broker itself): the store
         # and its flushing, the controllers' view of the group (ReplicasManager), replication, which follows
         # the role that view gives, and the name-server registration, which announces it.
@@ -63,7 +63,7 @@ class Broker:
         self.replication: Replication = AutoSwitchReplication(
             config, self.store, self.api, self.clock, self.io_lock, self.flush, self.replicas, self.key)
         self.namesrv = NamesrvRegistration(config, self.api.addresses, self._identity, self.store.topic_names,
-                                           self.clock, key=self.key)
+                                           self.clock, key=self.key, name_servers=config.name_server_addresses)
         self.replicas.listen(self.replication)
         self.replicas.listen(self.namesrv)
         self.retention = RetentionService(config, self.store, self.clock, self.io_lock,
@@ -256,7 +256,18 @@ class Broker:
         }
 
 
+def broker_key(config: BrokerConfig) -> BrokerKey:
+    """This broker's own key file, or with ``brokerKeySource=authToken`` its group's key (ha/auth.py)."""
+    if config.brokerKeySource == "authToken":
+        return BrokerKey.from_token(config.authToken, config.brokerClusterName, config.brokerName)
+    return BrokerKey.load_or_create(config.key_file)
+
+
 def controller_api(config: BrokerConfig, public_key: str) -> ControllerApi:
     """The broker's client of the controllers, in the protocol ``controllerProtocol`` names."""
-    kind = RemotingControllerApi if config.controllerProtocol == "remoting" else BrokerControllerApi
-    return kind(config.controllerAddr, timeout=3.0, token=config.authToken or None, public_key=public_key)
+    token = config.authToken or None
+    if config.controllerProtocol == "remoting":
+        group_key = public_key if config.brokerKeySource == "authToken" else ""
+        return RemotingControllerApi(config.controllerAddr, timeout=3.0, token=token, public_key=public_key,
+                                     group_key=group_key)
+    return BrokerControllerApi(config.controllerAddr, timeout=3.0, token=token, public_key=public_key)

@@ -14,8 +14,9 @@ from typing import Any
 
 from services.broker.contract import SEND_ROUTES
 from services.broker.retention import parse_delete_when
+from services.common.addresses import check_address
 from services.common.auth import check_token
-from services.common.errors import ConfigError
+from services.common.errors import AddressError, ConfigError
 from services.common.httplimits import (
     DEFAULT_BODY_TIMEOUT_MS,
     DEFAULT_HEADER_TIMEOUT_MS,
@@ -57,6 +58,13 @@ class BrokerConfig(TlsProperties):
     syncFlushTimeout: int = 5000
     controllerAddr: str = "127.0.0.1:9878"
     controllerProtocol: str = "http"
+    #: Name servers this broker registers with (``;``-separated) besides every controller of
+    #: ``controllerAddr`` (mqctl's controllers are name servers; RocketMQ's are not).
+    namesrvAddr: str = ""
+    #: Where the key that proves this broker's id on the replication port comes from: ``file``
+    #: (``brokerIdentity.key``, bound to the id by the controllers) or ``authToken`` (one key per group,
+    #: derived from authToken, for controllers that hold no keys: RocketMQ's; ha/auth.py).
+    brokerKeySource: str = "file"
     authToken: str = ""
     syncBrokerMetadataPeriod: int = 5000
     checkSyncStateSetPeriod: int = 5000
@@ -99,6 +107,12 @@ class BrokerConfig(TlsProperties):
     @property
     def address(self) -> str:
         return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def name_server_addresses(self) -> list[str]:
+        """``namesrvAddr`` as a list (``;`` or ``,`` between addresses); empty when it is not set."""
+        items = (item.strip() for item in self.namesrvAddr.replace(",", ";").split(";"))
+        return [check_address(item, "name server") for item in items if item]
 
     @property
     def ha_address(self) -> str:
@@ -171,14 +185,7 @@ class BrokerConfig(TlsProperties):
             raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
         if self.maxMessageSize + 1024 > self.mappedFileSizeCommitLog:
             raise ConfigError("maxMessageSize must be smaller than mappedFileSizeCommitLog")
-        if not self.controllerAddr.strip():
-            raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
-        if self.controllerProtocol not in ("http", "remoting"):
-            raise ConfigError(f"controllerProtocol must be http or remoting, got {self.controllerProtocol!r}")
-        if self.controllerProtocol == "remoting" and self.brokerHeartbeatInterval >= IDLE_TIMEOUT_S * 1000:
-            raise ConfigError(f"with controllerProtocol=remoting, brokerHeartbeatInterval must be under "
-                              f"{int(IDLE_TIMEOUT_S * 1000)} ms: a controller closes a remoting connection that "
-                              "quiet, which counts as the broker going away")
+        self._validate_controller_links()
         if not self.minInSyncReplicas >= 1:
             raise ConfigError("minInSyncReplicas must be at least 1")
         if self.inSyncReplicas < 1 or self.totalReplicas < 1:
@@ -202,6 +209,25 @@ class BrokerConfig(TlsProperties):
         if not self.brokerName or "#" in self.brokerName or not self.brokerClusterName \
                 or "#" in self.brokerClusterName:
             raise ConfigError("brokerName and brokerClusterName must be non-empty and must not contain '#'")
+
+    def _validate_controller_links(self) -> None:
+        if not self.controllerAddr.strip():
+            raise ConfigError("controllerAddr is required: mqctl brokers run in controller mode")
+        if self.controllerProtocol not in ("http", "remoting"):
+            raise ConfigError(f"controllerProtocol must be http or remoting, got {self.controllerProtocol!r}")
+        if self.controllerProtocol == "remoting" and self.brokerHeartbeatInterval >= IDLE_TIMEOUT_S * 1000:
+            raise ConfigError(f"with controllerProtocol=remoting, brokerHeartbeatInterval must be under "
+                              f"{int(IDLE_TIMEOUT_S * 1000)} ms: a controller closes a remoting connection that "
+                              "quiet, which counts as the broker going away")
+        try:
+            self.name_server_addresses  # noqa: B018 - checked for its error
+        except AddressError as exc:
+            raise ConfigError(f"namesrvAddr: {exc}") from None
+        if self.brokerKeySource not in ("file", "authToken"):
+            raise ConfigError(f"brokerKeySource must be file or authToken, got {self.brokerKeySource!r}")
+        if self.brokerKeySource == "authToken" and (not self.authToken or self.controllerProtocol != "remoting"):
+            raise ConfigError("brokerKeySource=authToken needs authToken and controllerProtocol=remoting: it is "
+                              "for controllers that hold no broker keys (RocketMQ's), which speak remoting only")
 
     def _validate_retention(self) -> None:
         try:
@@ -253,7 +279,6 @@ OVERRIDDEN_IN_CONTROLLER_MODE = {
     "brokerRole": "the controller decides who is master (SYNC_MASTER) and who is SLAVE",
     "brokerId": "the controller assigns a persistent broker id (see brokerIdentity)",
     "enableControllerMode": "mqctl brokers always run in controller mode",
-    "namesrvAddr": "there is no name server: clients find brokers through the controller",
     "enableSlaveActingMaster": "slave-acting-master mode does not exist in controller mode",
     "haMasterAddress": "a slave learns its master from the controller",
     "duplicationEnable": "not supported",

@@ -46,11 +46,14 @@ class RemotingControllerApi:
     channels_included = True
 
     def __init__(self, controller_addr: str, timeout: float = 3.0, token: str | None = None,
-                 public_key: str = "", client: RemotingClient | None = None) -> None:
+                 public_key: str = "", client: RemotingClient | None = None, group_key: str = "") -> None:
         self.addresses = parse_addresses(controller_addr)
         self.timeout = timeout
         self.token = token
         self.public_key = public_key
+        #: With ``brokerKeySource=authToken``: the key of every id of the group (ha/auth.py), so 88001,
+        #: which RocketMQ's controllers do not serve, is never asked.
+        self.group_key = group_key
         self._leader: str | None = None
         secret = token
         self._client = client or RemotingClient(
@@ -139,6 +142,8 @@ class RemotingControllerApi:
                                    syncStateSet=sorted(members.sync_state_set))
 
     async def broker_keys(self, broker_name: str) -> dict[int, str]:
+        if self.group_key:
+            return dict.fromkeys(await self._registered_ids(broker_name), self.group_key)
         header = ext.BrokerKeysRequestHeader(broker_name=broker_name)
         answer = await self._call(make_request(ext.GET_BROKER_KEYS, 0, header.to_ext_fields()))
         with _answer_checked(answer):
@@ -156,11 +161,16 @@ class RemotingControllerApi:
                                    syncStateSet=sorted(members.sync_state_set))
 
     async def registered_replicas(self, broker_name: str) -> int:
+        return len(await self._registered_ids(broker_name))
+
+    async def _registered_ids(self, broker_name: str) -> list[int]:
+        """Every id the controllers have for the group, in sync or not (1006, which both kinds serve)."""
         answer = await self._call(make_request(RC.CONTROLLER_GET_SYNC_STATE_DATA, 0, None,
                                          bodies.encode_broker_names([broker_name])))
         with _answer_checked(answer):
             table = bodies.BrokerReplicasInfo.decode(answer.body).replicas_info_table if answer.body else {}
-        return sum(len(i.in_sync_replicas) + len(i.not_in_sync_replicas) for i in table.values())
+        return [r.broker_id for i in table.values() for r in (*i.in_sync_replicas, *i.not_in_sync_replicas)
+                if r.broker_id is not None]
 
     async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> contract.MasterView | None:
         header = h.ElectMasterRequestHeader(cluster_name=cluster, broker_name=broker_name, broker_id=broker_id,

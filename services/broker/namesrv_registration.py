@@ -4,7 +4,9 @@ A RocketMQ broker registers its topic configs with each of its name servers (REG
 every 30 s, at once when its role changes, and when it creates a topic; it unregisters (104) when it
 shuts down. This broker does the same with every controller of ``controllerAddr``, since the controllers
 are the cluster's name servers (see services/controller/namesrv.py), with the same request a RocketMQ
-broker sends, so the controller has one code path for both kinds of broker.
+broker sends, so the controller has one code path for both kinds of broker; and with every name server of
+``namesrvAddr`` (RocketMQ's, when the controllers are RocketMQ's: those answer 103 with
+REQUEST_CODE_NOT_SUPPORTED, which is noted once and not retried sooner than the next round).
 
 What it registers, as a RocketMQ broker in controller mode does: id 0 while it is master and its own id
 otherwise (also while it does not know its role yet); its DataVersion's stateVersion is the master epoch
@@ -57,6 +59,10 @@ REGISTER_INTERVAL_S = 30.0
 #: yet applied this broker's registration with the controller refuses it for a moment).
 RETRY_FIRST_S = 1.0
 AUTO_CREATE_TOPIC = "TBW102"
+#: RocketMQ's broker registers this system topic (one queue) with the rest of its topics. RocketMQ's name
+#: server refuses a first registration that carries one topic only (it takes it for an incremental one
+#: that came before the full one), which TBW102 alone would be: so the name servers of namesrvAddr get it too.
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 PERM_READ_WRITE, PERM_INHERIT = 6, 1
 
 
@@ -70,9 +76,11 @@ class BrokerIdentity:
     master_epoch: int
 
 
-def topic_table(topics: Iterable[str], queue_nums: int) -> dict[str, TopicConfig]:
+def topic_table(topics: Iterable[str], queue_nums: int, self_test: bool = False) -> dict[str, TopicConfig]:
     table = {t: TopicConfig(t, queue_nums, queue_nums, PERM_READ_WRITE) for t in sorted(topics)}
     table[AUTO_CREATE_TOPIC] = TopicConfig(AUTO_CREATE_TOPIC, queue_nums, queue_nums, PERM_READ_WRITE | PERM_INHERIT)
+    if self_test:
+        table.setdefault(SELF_TEST_TOPIC, TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_READ_WRITE))
     return table
 
 
@@ -104,11 +112,14 @@ def unregister_request(config: BrokerConfig, broker_id: int) -> RemotingCommand:
 class NamesrvRegistration:
     def __init__(self, config: BrokerConfig, addresses: list[str], identity: Callable[[], BrokerIdentity],
                  topics: Callable[[], Iterable[str]], clock: Clock, interval_s: float = REGISTER_INTERVAL_S,
-                 timeout_s: float = 6.0, key: BrokerKey | None = None, retry_first_s: float = RETRY_FIRST_S) -> None:
+                 timeout_s: float = 6.0, key: BrokerKey | None = None, retry_first_s: float = RETRY_FIRST_S,
+                 name_servers: Iterable[str] = ()) -> None:
         self.config = config
         self.key = key
         self.retry_first_s = retry_first_s
         self.addresses = addresses
+        #: Name servers of namesrvAddr that are not controllers (RocketMQ's): their table has SELF_TEST_TOPIC.
+        self.name_servers = [a for a in dict.fromkeys(name_servers) if a not in addresses]
         self.identity = identity
         self.topics = topics
         self.clock = clock
@@ -137,7 +148,8 @@ class NamesrvRegistration:
             self._task = None
         if self.registered_id is not None:
             request = unregister_request(self.config, self.registered_id)
-            await asyncio.gather(*(self._send(a, request, "unregister", 2.0) for a in self.addresses))
+            await asyncio.gather(*(self._send(a, request, "unregister", 2.0)
+                                   for a in self.addresses + self.name_servers))
             self.registered_id = None
         await self.client.close()
 
@@ -183,13 +195,19 @@ class NamesrvRegistration:
             self._version = DataVersion(me.master_epoch, self.clock.now_ms(), self._version.counter + 1)
             self.known = topics
         broker_id = 0 if me.master else me.broker_id
-        request = register_request(self.config, broker_id, topic_table(topics, self.config.defaultTopicQueueNums),
-                                   self._version)
-        if self.key is not None:
-            request = sign_registration(request, self.key, self.clock.now_ms())
-        taken = await asyncio.gather(*(self._send(a, request, "register") for a in self.addresses))
+        request = self._request(broker_id, topics, False)
+        sends = [self._send(a, request, "register") for a in self.addresses]
+        if self.name_servers:
+            request = self._request(broker_id, topics, True)
+            sends += [self._send(a, request, "register") for a in self.name_servers]
+        taken = await asyncio.gather(*sends)
         self.registered_id = broker_id
         self._retry_s = None if all(taken) else min((self._retry_s or self.retry_first_s / 2) * 2, self.interval_s)
+
+    def _request(self, broker_id: int, topics: frozenset[str], self_test: bool) -> RemotingCommand:
+        table = topic_table(topics, self.config.defaultTopicQueueNums, self_test)
+        request = register_request(self.config, broker_id, table, self._version)
+        return request if self.key is None else sign_registration(request, self.key, self.clock.now_ms())
 
     def _current_topics(self) -> frozenset[str]:
         try:
@@ -205,6 +223,10 @@ class NamesrvRegistration:
             answer = await self.client.call(address, request, timeout_s)
         except MqctlError as exc:
             self._outcome(address, f"cannot {what} with the name server at {address}: {exc}", logging.INFO)
+            return True
+        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # a controller that is no name server
+            self._outcome(address, f"{address} does not serve the name server's requests (RocketMQ's controllers "
+                                   "do not): registrations go to the other name servers", logging.INFO)
             return True
         if answer.code != ResponseCode.SUCCESS:
             self._outcome(address, f"the name server at {address} refused to {what} this broker: "

@@ -131,14 +131,25 @@ class ReplicasManager:
                 await self._elect_locked()
 
     async def _every(self, period_ms: int, action: Callable[[], Any]) -> None:
+        name, failing = getattr(action, "__name__", str(action)), ""
         while True:
             await asyncio.sleep(period_ms / 1000)
             try:
                 await action()
             except asyncio.CancelledError:
                 raise
+            except MqctlError as exc:  # the controllers unreachable or leaderless (a Raft or DLedger
+                # election takes seconds): said when it starts and when it changes, not every period
+                if str(exc) != failing:
+                    log.warning("periodic task %s failed: %s", name, exc)
+                failing = str(exc)
+                continue
             except Exception:  # periodic tasks must survive anything (RocketMQ issue #7219)
-                log.exception("periodic task %s failed", getattr(action, "__name__", action))
+                log.exception("periodic task %s failed", name)
+                continue
+            if failing:
+                log.info("periodic task %s works again", name)
+            failing = ""
 
     async def _register_until_done(self) -> contract.MasterView | None:
         delay = 0.5

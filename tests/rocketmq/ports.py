@@ -7,6 +7,7 @@ import random
 import socket
 from dataclasses import dataclass
 
+from mqctl.cluster.processes import port_range
 from tests.rocketmq.errors import KitError
 
 #: Offsets inside a block: the name server, the controllers, then one slot of 10 per broker
@@ -42,12 +43,21 @@ def is_free(port: int) -> bool:
 
 
 def free_block(controllers: int, brokers: int, attempts: int = 200) -> Ports:
+    """A block from the range mqctl's own test clusters take theirs from (``port_range``: this worker's
+    slice, below the kernel's ephemeral ports, where a port a JVM is about to bind cannot meanwhile become
+    the source port of some outgoing connection)."""
     chooser = random.SystemRandom()
+    low, high = port_range()
+    span = max(p for p in layout(0, controllers, brokers).all()) + 1 if controllers + brokers else 1
+    first = -(-low // 100) * 100
     for _ in range(attempts):
-        ports = layout(chooser.randrange(20000, 55000, 100), controllers, brokers)
+        if high - span < first:
+            break
+        ports = layout(chooser.randrange(first, high - span + 1, 100), controllers, brokers)
         if all(is_free(port) for port in ports.all()):
             return ports
-    raise KitError(f"no block of free ports found for {controllers} controllers and {brokers} brokers")
+    raise KitError(f"no block of free ports found for {controllers} controllers and {brokers} brokers "
+                   f"between {low} and {high}")
 
 
 def free_ports(count: int) -> tuple[int, ...]:

@@ -24,10 +24,17 @@ Both nonces and both ids are in what each side signs, and the labels differ, so 
 neither replayed on another connection nor reflected back to its signer. What this does not give is
 integrity of the stream after the handshake: a machine on the path could still inject bytes into an
 established TCP connection (encrypting the link is the job of TLS; see docs/security.md).
+
+Under controllers that hold no keys (RocketMQ's: ``brokerKeySource=authToken``), every broker of a group
+derives one key from the cluster's ``authToken`` and the group's name (:meth:`BrokerKey.from_token`) and
+takes it as the key of every id the controllers list for the group: a connection then proves that both
+ends hold the token, and the ids still come from the controllers.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import struct
 from dataclasses import dataclass
@@ -45,6 +52,7 @@ __all__ = ["NONCE_SIZE", "SIGNATURE_SIZE", "Binding", "BrokerKey", "master_proof
 NONCE_SIZE = 32
 
 MASTER_LABEL = b"mqctl-ha-master-v1"
+GROUP_KEY_LABEL = b"mqctl-ha-group-key-v1"
 SLAVE_LABEL = b"mqctl-ha-slave-v1"
 
 
@@ -79,6 +87,14 @@ class BrokerKey:
     @classmethod
     def generate(cls) -> BrokerKey:
         return cls(Ed25519PrivateKey.generate())
+
+    @classmethod
+    def from_token(cls, token: str, cluster: str, broker_name: str) -> BrokerKey:
+        """The group's key, the same for every broker holding ``token``: its seed is an HMAC of the
+        cluster and group names (each with its length, so no two pairs give one seed) under the token."""
+        names = b"".join(struct.pack(">H", len(n)) + n for n in (cluster.encode(), broker_name.encode()))
+        seed = hmac.new(token.encode("utf-8"), GROUP_KEY_LABEL + names, hashlib.sha256).digest()
+        return cls(Ed25519PrivateKey.from_private_bytes(seed))
 
     @classmethod
     def load_or_create(cls, path: Path) -> BrokerKey:

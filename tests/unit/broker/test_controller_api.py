@@ -12,14 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from services.broker.config import BrokerConfig
+from services.broker.config import BrokerConfig, config_from_properties
 from services.broker.controller_api import BrokerControllerApi
 from services.broker.controller_remoting import RemotingControllerApi
 from services.broker.replicas_manager import ReplicasManager, Role
 from services.broker.store import MessageStore
 from services.common.clock import FakeClock
 from services.common.codes import ResponseCode
-from services.common.errors import RemoteError, UnreachableError
+from services.common.errors import ConfigError, RemoteError, UnreachableError
 from services.controller import contract
 from services.remoting import bodies
 from services.remoting import headers as h
@@ -234,3 +234,74 @@ def test_http_an_answer_that_breaks_the_contract_is_a_remote_error() -> None:
         finally:
             await api.aclose()
     asyncio.run(run())
+
+
+class KeylessControllers(RemotingControllers):
+    """RocketMQ's controllers: 1006 lists the group's ids; 88001 is not served."""
+
+    async def call(self, address: str, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
+        if request.code != RequestCode.CONTROLLER_GET_SYNC_STATE_DATA:
+            self.calls.append((address, request.code))
+            return make_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type not supported")
+        self.calls.append((address, request.code))
+        replicas = [bodies.ReplicaIdentity("broker-a", i, f"10.0.0.{i}:10911", True) for i in (1, 3)]
+        info = bodies.ReplicasInfo(1, "10.0.0.1:10911", 2, 4, (replicas[0],), (replicas[1],))
+        return make_response(request, ResponseCode.SUCCESS, None, None,
+                             bodies.BrokerReplicasInfo({"broker-a": info}).encode())
+
+
+def test_with_a_group_key_every_listed_id_has_it_and_88001_is_never_asked() -> None:
+    client = KeylessControllers()
+
+    async def run() -> None:
+        api = RemotingControllerApi(B, timeout=1.0, client=client, group_key="ab" * 32)  # type: ignore[arg-type]
+        assert await api.broker_keys("broker-a") == {1: "ab" * 32, 3: "ab" * 32}
+        assert await api.registered_replicas("broker-a") == 2
+    asyncio.run(run())
+    assert [code for _, code in client.calls] == [1006, 1006]
+
+
+@pytest.mark.parametrize(("props", "problem"), [
+    ({"brokerKeySource": "vault"}, "brokerKeySource must be file or authToken"),
+    ({"brokerKeySource": "authToken", "controllerProtocol": "remoting"}, "needs authToken"),
+    ({"brokerKeySource": "authToken", "authToken": "t0ken-t0ken-t0ken"}, "controllerProtocol=remoting"),
+])
+def test_a_key_from_the_token_needs_the_token_and_remoting(props: dict[str, str], problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        config_from_properties(props).validate()
+
+
+def test_name_servers_of_their_own_are_kept() -> None:
+    config = config_from_properties({"namesrvAddr": "10.0.0.5:9876; 10.0.0.6:9876"})
+    assert config.name_server_addresses == ["10.0.0.5:9876", "10.0.0.6:9876"]
+    assert BrokerConfig().name_server_addresses == []
+    with pytest.raises(ConfigError, match="namesrvAddr: bad name server address 'nowhere'"):
+        config_from_properties({"namesrvAddr": "nowhere"}).validate()
+
+
+def test_a_periodic_task_says_once_that_the_controllers_fail_and_once_that_they_work_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = BrokerConfig(storePathRootDir=str(tmp_path / "store"))
+    outcomes: list[Exception | None] = [UnreachableError("no leader"), UnreachableError("no leader"),
+                                        UnreachableError("no leader"), None, None]
+
+    done = asyncio.Event()
+
+    async def sync_metadata() -> None:
+        outcome = outcomes.pop(0) if outcomes else None
+        if not outcomes:
+            done.set()
+        if outcome is not None:
+            raise outcome
+
+    async def run() -> None:
+        manager = ReplicasManager(config, None, InMemoryController(), FakeClock())  # type: ignore[arg-type]
+        task = asyncio.ensure_future(manager._every(1, sync_metadata))
+        await asyncio.wait_for(done.wait(), 5)
+        await asyncio.sleep(0)  # the step that ran the last action ends before the task is cancelled
+        task.cancel()
+    with caplog.at_level("INFO", logger="services.broker.replicas_manager"):
+        asyncio.run(run())
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["periodic task sync_metadata failed: no leader", "periodic task sync_metadata works again"]
+    assert all(r.exc_info is None for r in caplog.records)  # no traceback for an unreachable controller

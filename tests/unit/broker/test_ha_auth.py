@@ -75,3 +75,14 @@ def test_a_damaged_key_file_is_refused_with_the_way_out(tmp_path: Path, content:
     os.chmod(path, 0o600)
     with pytest.raises(ConfigError, match="broker key damaged or lost"):
         BrokerKey.load_or_create(path)
+
+
+def test_a_group_key_from_the_token_is_the_same_for_every_holder_and_only_for_them() -> None:
+    key = BrokerKey.from_token("s3cret", "DefaultCluster", "broker-a")
+    assert BrokerKey.from_token("s3cret", "DefaultCluster", "broker-a").public_hex == key.public_hex
+    others = {BrokerKey.from_token(*names).public_hex for names in (
+        ("other", "DefaultCluster", "broker-a"), ("s3cret", "DefaultCluster", "broker-b"),
+        ("s3cret", "DefaultClusterb", "roker-a"), ("s3cret", "DefaultCluste", "rbroker-a"))}
+    assert key.public_hex not in others and len(others) == 4
+    binding = Binding("broker-a", 1, 2, 3, b"m" * 32, b"s" * 32)
+    assert slave_proof_ok(key.public_hex, binding, key.sign_as_slave(binding))

@@ -220,3 +220,22 @@ def test_a_refused_registration_is_retried_soon_then_less_often() -> None:
             await until(lambda: reg._retry_s is None, "taken: back to the interval")
             await reg.stop()
     run(test)
+
+
+def test_a_controller_that_is_no_name_server_is_not_retried_sooner() -> None:
+    """RocketMQ's controllers answer 103 with REQUEST_CODE_NOT_SUPPORTED: the registration goes on with the
+    name servers of namesrvAddr (a controller among them is asked once), and no refusal makes it retry
+    before the next round."""
+    async def test() -> None:
+        controller, namesrv = Recorder(ResponseCode.REQUEST_CODE_NOT_SUPPORTED), Recorder()
+        async with name_servers(controller, namesrv) as (to_controller, to_namesrv):
+            reg = NamesrvRegistration(CONFIG, [to_controller], lambda: BrokerIdentity(1, True, 1), list,
+                                      FakeClock(), name_servers=[to_namesrv, to_controller])
+            await reg.register_all()
+            assert reg._retry_s is None and reg.registered_id == 0
+            [(_, theirs)], [(_, ours)] = namesrv.registrations(), controller.registrations()
+            # RocketMQ's name server refuses a first registration of one topic: it gets SELF_TEST_TOPIC too
+            assert sorted(theirs.topic_config_serialize_wrapper.topic_config_table) == ["SELF_TEST_TOPIC", "TBW102"]
+            assert sorted(ours.topic_config_serialize_wrapper.topic_config_table) == ["TBW102"]
+            await reg.client.close()
+    run(test)
