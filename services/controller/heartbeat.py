@@ -11,10 +11,19 @@ as of the registration, progress unknown until its next heartbeat), and a heartb
 The timeout is the broker's to choose, but the table never holds one above ``max_timeout_ms`` (the
 controller's ``maxHeartbeatTimeoutMillis``), whatever path a heartbeat came by: a huge value would keep a
 dead master "alive", and the controller's start-up grace (the largest timeout held) would never end.
+
+Time the controller itself did not run is not counted against brokers. Once ``note_running()`` has been
+called (the controller's ticker calls it every ``TICK_MS``), a gap between two notes longer than
+``PAUSE_TOLERANCE_MS`` is a pause of this controller (its loop stalled, the process stopped, the machine
+starved it): heartbeats sent meanwhile sit unread in its sockets, so every entry's last heartbeat is moved
+forward by the pause before anything is judged. Whatever judges first after the pause (the ticker, the
+scan, a liveness check) applies it. Without it, a leader waking from a pause longer than a heartbeat
+timeout deposes every master it leads at once, before it reads the heartbeats that wait for it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, replace
 
@@ -24,6 +33,12 @@ DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 10_000
 #: The default of ``maxHeartbeatTimeoutMillis``: the longest heartbeat timeout a broker may ask for.
 MAX_HEARTBEAT_TIMEOUT_MS = 180_000
 MAX_PRIORITY = 2**31 - 1
+#: How often the controller notes that it runs (``note_running``).
+TICK_MS = 250
+#: A gap between two notes longer than this is a pause of the controller, credited to every broker.
+PAUSE_TOLERANCE_MS = 1000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,36 @@ class BrokerHeartbeatManager:
         # with thousands of brokers (every election and SyncStateSet check asks).
         self._by_name: dict[tuple[str, int], list[BrokerIdentity]] = {}
         self.started_ms = clock.monotonic_ms()
+        self._last_running_ms: int | None = None  # None until the first note_running(): no pause credit
+        #: Every pause credited so far (ms), for the metrics and the tests.
+        self.paused_ms = 0
+
+    def note_running(self) -> int:
+        """The controller runs now: credit a pause since the last note to every entry. Returns the pause (ms)."""
+        with self._lock:
+            return self._catch_up_locked(self._clock.monotonic_ms())
+
+    def _catch_up_locked(self, now: int) -> int:
+        last = self._last_running_ms
+        if last is None:
+            return 0
+        self._last_running_ms = max(last, now)
+        gap = now - last
+        if gap <= PAUSE_TOLERANCE_MS:
+            return 0
+        pause = gap - TICK_MS
+        for key, info in self._table.items():
+            self._table[key] = replace(info, lastUpdateMs=min(now, info.lastUpdateMs + pause))
+        self.paused_ms += pause
+        log.warning("this controller did not run for %d ms; the brokers' heartbeat deadlines are moved by as much",
+                    gap)
+        return pause
+
+    def start_noting(self) -> None:
+        """Turn the pause credit on (the controller's ticker then calls ``note_running`` every TICK_MS)."""
+        with self._lock:
+            if self._last_running_ms is None:
+                self._last_running_ms = self._clock.monotonic_ms()
 
     def on_heartbeat(self, hb: Heartbeat) -> None:
         now = self._clock.monotonic_ms()
@@ -121,8 +166,12 @@ class BrokerHeartbeatManager:
             return self._table[keys[0]] if keys else None
 
     def is_active(self, broker_name: str, broker_id: int) -> bool:
-        info = self.find(broker_name, broker_id)
-        return info is not None and info.is_alive(self._clock.monotonic_ms())
+        now = self._clock.monotonic_ms()
+        with self._lock:
+            self._catch_up_locked(now)
+            keys = self._by_name.get((broker_name, broker_id))
+            info = self._table[keys[0]] if keys else None
+        return info is not None and info.is_alive(now)
 
     def registered(self, broker_name: str, broker_id: int) -> None:
         """The broker registered (again): a new incarnation. Its entry, if it has one, stays alive as of now
@@ -143,6 +192,7 @@ class BrokerHeartbeatManager:
         """Remove and return every entry whose heartbeat timed out."""
         now = self._clock.monotonic_ms()
         with self._lock:
+            self._catch_up_locked(now)
             dead = [info for info in self._table.values() if not info.is_alive(now)]
             for info in dead:
                 del self._table[info.identity]

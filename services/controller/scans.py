@@ -10,6 +10,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
+from services.controller.heartbeat import TICK_MS
 from services.controller.state_machine import BrokerSet, ReplicasInfoManager
 
 if TYPE_CHECKING:
@@ -26,7 +27,9 @@ class Scans:
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._heartbeat_loop(), name="heartbeat-scan"),
+        self.m.heartbeats.start_noting()
+        self._tasks = [asyncio.create_task(self._ticker(), name="running-ticker"),
+                       asyncio.create_task(self._heartbeat_loop(), name="heartbeat-scan"),
                        asyncio.create_task(self._inactive_master_loop(), name="inactive-master-scan")]
 
     async def stop(self) -> None:
@@ -34,6 +37,12 @@ class Scans:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)  # each ends, however it ends
         self._tasks.clear()
+
+    async def _ticker(self) -> None:
+        """Notes that this controller runs (heartbeat.py: a pause of its own is not counted against brokers)."""
+        while True:
+            self.m.heartbeats.note_running()
+            await asyncio.sleep(TICK_MS / 1000)
 
     async def _heartbeat_loop(self) -> None:
         await asyncio.sleep(min(2.0, self.m.config.scanNotActiveBrokerInterval / 1000))

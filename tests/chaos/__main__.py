@@ -9,6 +9,7 @@ import argparse
 import json
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,15 @@ from tests.chaos.hosts import CLIENT, HOSTS, topology_of
 from tests.netns.topology import NetnsUnavailable, Topology
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the run as Ctrl-C does: the cluster it started is stopped, not left running."""
+    def raise_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, raise_interrupt)
+
+
 def main() -> int:
+    _stop_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=None, help="replay a run (printed at the start of each run)")
@@ -81,4 +90,8 @@ def on_hosts(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:
+        print(f"[chaos] interrupted ({exc or 'Ctrl-C'}): the cluster was stopped, no verdict", file=sys.stderr)
+        sys.exit(130)

@@ -96,7 +96,8 @@ def closed_by_server(sock: socket.socket) -> bool:
 @dataclass
 class Trickler:
     """Keeps ``per_target`` connections to each target, each sending a remoting frame one byte every
-    ``pace_s``; a connection the server closes is opened again. Runs on a thread of its own."""
+    ``pace_s``; a connection the server closes is opened again (after a pace if it lived less). Runs on a thread
+    of its own."""
 
     targets: list[tuple[str, int]]
     per_target: int
@@ -128,11 +129,17 @@ class Trickler:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _keep(self, host: str, port: int) -> None:
+        # A connection the server refused (or closed within a pace) is opened again after a pace, not at once:
+        # this attacker holds connections open, it does not flood the accept queue (a connect flood from
+        # thousands of tasks would take this machine's cores from everyone, servers and harness alike).
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 await self._trickle(host, port)
             except OSError:
-                await asyncio.sleep(0.05)
+                pass
+            if time.monotonic() - started < self.pace_s:
+                await asyncio.sleep(self.pace_s)
 
     async def _trickle(self, host: str, port: int) -> None:
         reader, writer = await asyncio.open_connection(sock=await connect_from(host, port, source_for(host)))

@@ -10,6 +10,8 @@ from services.common.clock import FakeClock
 from services.controller.heartbeat import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_TIME,
     MAX_PRIORITY,
+    PAUSE_TOLERANCE_MS,
+    TICK_MS,
     BrokerHeartbeatManager,
     BrokerIdentity,
     BrokerLiveInfo,
@@ -248,3 +250,59 @@ class TestIncarnations:
         hb.on_heartbeat(beat(1, epoch=3, max_offset=300))  # a broker that does not say (RocketMQ's)
         info = hb.find("broker1", 1)
         assert info is not None and (info.maxOffset, info.incarnation) == (900, 11)
+
+
+class TestPausesOfTheController:
+    """Time the controller did not run is not counted against brokers, once its ticker notes that it runs."""
+
+    def test_a_pause_longer_than_the_timeout_expires_nobody(self, hb: BrokerHeartbeatManager,
+                                                            clock: FakeClock) -> None:
+        hb.start_noting()
+        hb.on_heartbeat(beat(1, timeout=3000))
+        clock.advance(500)
+        hb.note_running()
+        clock.advance(5000)  # the loop stalled: no tick, no heartbeat read
+        assert hb.is_active("broker1", 1)
+        assert hb.scan_expired() == []
+        assert hb.paused_ms == 5000 - TICK_MS
+        for _ in range(14):  # running again, and the broker still silent: it expires on its own time
+            clock.advance(TICK_MS)
+            hb.note_running()
+        assert [e.brokerId for e in hb.scan_expired()] == [1]
+        assert hb.paused_ms == 5000 - TICK_MS
+
+    def test_a_silent_broker_expires_while_the_controller_ticks(self, hb: BrokerHeartbeatManager,
+                                                                 clock: FakeClock) -> None:
+        hb.start_noting()
+        hb.on_heartbeat(beat(1, timeout=3000))
+        hb.on_heartbeat(beat(2, timeout=3000))
+        for _ in range(13):  # 3250 ms of ticks, a heartbeat from broker 2 alone every 1000 ms
+            clock.advance(TICK_MS)
+            hb.note_running()
+            if clock.monotonic_ms() % 1000 == 0:
+                hb.on_heartbeat(beat(2, timeout=3000))
+        assert [e.brokerId for e in hb.scan_expired()] == [1]
+        assert hb.paused_ms == 0
+
+    def test_a_gap_within_the_tolerance_is_no_pause(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        hb.start_noting()
+        hb.on_heartbeat(beat(1, timeout=1000))
+        clock.advance(PAUSE_TOLERANCE_MS)
+        assert hb.note_running() == 0
+        clock.advance(1)
+        assert not hb.is_active("broker1", 1)
+
+    def test_without_the_ticker_nothing_is_credited(self, hb: BrokerHeartbeatManager, clock: FakeClock) -> None:
+        hb.on_heartbeat(beat(1, timeout=3000))
+        clock.advance(10_000)
+        assert hb.note_running() == 0
+        assert [e.brokerId for e in hb.scan_expired()] == [1]
+
+    def test_the_credit_never_puts_a_heartbeat_in_the_future(self, hb: BrokerHeartbeatManager,
+                                                               clock: FakeClock) -> None:
+        hb.start_noting()
+        hb.on_heartbeat(beat(1, timeout=3000))
+        clock.advance(60_000)
+        hb.note_running()
+        info = hb.find("broker1", 1)
+        assert info is not None and info.lastUpdateMs <= clock.monotonic_ms()
