@@ -1,7 +1,7 @@
-"""The broker's remoting handler (services/broker/remoting.py) over a real message store, with the rest of the
-broker faked: the put statuses as RocketMQ's send codes, the pull statuses as its pull codes, long polling,
-offsets, consumer groups and their notifications, and the controller-mode codes. The real broker process is
-covered by tests/integration/test_broker_remoting.py."""
+"""The broker's remoting dispatch table and its processors (services/broker/remoting.py, services/broker/processor/)
+over a real message store, with the rest of the broker faked: the put statuses as RocketMQ's send codes, the pull
+statuses as its pull codes, long polling, offsets, consumer groups and their notifications, and the controller-mode
+codes. The real broker process is covered by tests/integration/test_broker_remoting.py."""
 
 from __future__ import annotations
 
@@ -370,7 +370,7 @@ def test_a_pull_answer_is_bounded_in_bytes_whatever_the_request_asks(broker: Fak
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     for index in range(4):
         serve(broker, send_request(body=bytes([65 + index]) * 1500))
-    monkeypatch.setattr("services.broker.remoting.MAX_PULL_BYTES", 3500)
+    monkeypatch.setattr("services.broker.processor.pull.MAX_PULL_BYTES", 3500)
     answer = serve(broker, pull_request(maxMsgBytes=str(2**31 - 1)))
     assert [len(m.body) for m in decode_pulled(answer.body)] == [1500, 1500]
     assert answer.ext_fields["nextBeginOffset"] == "2"
