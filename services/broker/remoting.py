@@ -13,6 +13,7 @@ codes                  processor                         served as
 14, 15, 38             consumer_manage.py                consumer offsets (consumer_offsets.py) and a group's clients
 34, 35                 client_manage.py                  consumer groups from client heartbeats (consumers.py); 40
                                                          goes to a group's clients when it changes
+41, 42                 consumer_manage.py                an orderly consumer's queue locks (rebalance_lock.py)
 30, 31                 query.py                          a queue's max and min offset
 17, 21, 43, 907,       admin.py (AdminBrokerProcessor)   topics, the whole offset table (how a slave copies it), the
 908, 1007, 1008                                          controller mode's epoch entries, HA status, flush offset and
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.broker.consumers import ConsumerGroups
 from services.broker.processor.admin import AdminParts, AdminProcessor
-from services.broker.processor.client_manage import ClientManageProcessor
+from services.broker.processor.client_manage import EXPIRY_SCAN_S, ClientManageProcessor
 from services.broker.processor.common import Route, answer
 from services.broker.processor.consumer_manage import ConsumerManageProcessor
 from services.broker.processor.pull import PullProcessor
@@ -72,6 +73,7 @@ class BrokerRemoting:
 
     def __init__(self, broker: Broker) -> None:
         config, store = broker.config, broker.store
+        self.clock = broker.clock
         self.consumers = ConsumerGroups()
         self.arrivals = Arrivals()
         self.store_host = _store_host(config.brokerIP1, config.listenPort)
@@ -81,7 +83,8 @@ class BrokerRemoting:
         self.offload = Offload(name="broker-decode")
         self._tasks: list[asyncio.Task[None]] = []
         self.send = SendProcessor(config, store.validate, self.puts, self.offload, self.store_host)
-        self.consumer_manage = ConsumerManageProcessor(config, store, broker.consumer_offsets, self.consumers)
+        self.consumer_manage = ConsumerManageProcessor(config, store, broker.consumer_offsets, self.consumers,
+                                                       broker.clock)
         self.pull = PullProcessor(config, store, self.consumers, self.arrivals, lambda: broker.role is Role.MASTER,
                                   self.consumer_manage.commit, self.store_host)
         self.client_manage = ClientManageProcessor(self.consumers, store.created_topics,
@@ -98,7 +101,8 @@ class BrokerRemoting:
             RC.SEND_MESSAGE: send.serve, RC.SEND_MESSAGE_V2: send.serve, RC.SEND_BATCH_MESSAGE: send.serve,
             RC.PULL_MESSAGE: pull.serve, bh.LITE_PULL_MESSAGE: pull.serve,
             RC.QUERY_CONSUMER_OFFSET: consumer.query_offset, RC.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
-            RC.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
+            RC.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list, bh.LOCK_BATCH_MQ: consumer.lock_batch,
+            bh.UNLOCK_BATCH_MQ: consumer.unlock_batch,
             RC.HEART_BEAT: client.heartbeat, bh.UNREGISTER_CLIENT: client.unregister,
             RC.GET_MAX_OFFSET: query.max_offset, RC.GET_MIN_OFFSET: query.min_offset,
             bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
@@ -123,7 +127,14 @@ class BrokerRemoting:
         self.arrivals.notify()
 
     async def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self.client_manage.expire_loop(), name="consumer-expiry"))
+        self._tasks.append(asyncio.create_task(self._housekeeping(), name="consumer-expiry"))
+
+    async def _housekeeping(self) -> None:
+        """Every EXPIRY_SCAN_S: silent clients leave their groups, expired queue locks go."""
+        while True:
+            await asyncio.sleep(EXPIRY_SCAN_S)
+            self.client_manage.expire()
+            self.consumer_manage.locks.purge(self.clock.now_ms())
 
     async def stop(self) -> None:
         self.offload.close()
@@ -153,11 +164,15 @@ class BrokerRemoting:
 
 def request_limits(served: Iterable[int], max_message_size: int) -> RequestLimits:
     """What each request may carry (docs/remoting.md): a send its message (or batch), a heartbeat its
-    client's groups, a role-change hint its SyncStateSet (never read); the rest no body."""
+    client's groups, a lock or unlock its queues, a role-change hint its SyncStateSet (never read); the rest no
+    body."""
     invalid = ResponseCode.INVALID_PARAMETER
     send = BodyLimit(max_message_size, ResponseCode.MESSAGE_ILLEGAL, "maxMessageSize")
-    bodies: dict[int, BodyLimit] = {**dict.fromkeys(SEND_REQUESTS, send), RC.HEART_BEAT: BodyLimit(HEARTBEAT_BODY, invalid),
-                                    RC.NOTIFY_BROKER_ROLE_CHANGED: BodyLimit(SMALL_BODY, invalid)}
+    bodies: dict[int, BodyLimit] = {
+        **dict.fromkeys(SEND_REQUESTS, send), RC.HEART_BEAT: BodyLimit(HEARTBEAT_BODY, invalid),
+        # a lock body lists a client's queues of the group: at most MAX_ITEMS, a few hundred KB
+        bh.LOCK_BATCH_MQ: BodyLimit(HEARTBEAT_BODY, invalid), bh.UNLOCK_BATCH_MQ: BodyLimit(HEARTBEAT_BODY, invalid),
+        RC.NOTIFY_BROKER_ROLE_CHANGED: BodyLimit(SMALL_BODY, invalid)}
     return server_limits(served, bodies, invalid, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
 
 

@@ -50,9 +50,12 @@ __all__ = [
 
 #: RocketMQ's request codes for the client calls served here that command.RequestCode does not name.
 UPDATE_AND_CREATE_TOPIC = 17
+SEARCH_OFFSET_BY_TIMESTAMP = 29
 GET_ALL_TOPIC_CONFIG = 21
 UNREGISTER_CLIENT = 35
 NOTIFY_CONSUMER_IDS_CHANGED = 40
+LOCK_BATCH_MQ = 41
+UNLOCK_BATCH_MQ = 42
 GET_ALL_CONSUMER_OFFSET = 43
 #: A DefaultLitePullConsumer's pull (its sysFlag carries PullSysFlag's lite-pull bit, 0x10): the same header and
 #: answer as 11, served by the same processor in RocketMQ's broker.

@@ -105,10 +105,9 @@ class ClientManageProcessor:
             self._opaque = itertools.count(1)
         return value
 
-    async def expire_loop(self) -> None:
-        while True:
-            await asyncio.sleep(EXPIRY_SCAN_S)
-            self.notify_groups(self.consumers.expire(self.clock.now_ms()))
+    def expire(self) -> None:
+        """Clients not heard for two minutes leave their groups (run every EXPIRY_SCAN_S)."""
+        self.notify_groups(self.consumers.expire(self.clock.now_ms()))
 
 
 def read_heartbeat(body: bytes) -> tuple[str, list[tuple[str, dict[str, str]]]]:

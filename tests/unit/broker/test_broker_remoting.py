@@ -561,3 +561,46 @@ def test_reset_master_flush_offset_is_recorded_by_a_slave_and_ignored_by_a_maste
                   guarded.clock.now_ms())
     assert serve(guarded, signed).code == C.SUCCESS and guarded.store.master_flushed_offset == 7
     guarded.store.close()
+
+
+# ------------------------------------------------------------------------------------------- queue locks
+
+LOCK_BODY = (b'{"clientId":"10.0.0.9@123","consumerGroup":"og","mqSet":[{"brokerName":"broker-a","queueId":0,'
+             b'"topic":"TopicTest"},{"brokerName":"broker-a","queueId":1,"topic":"TopicTest"}],"onlyThisBroker":true}')
+
+
+def test_lock_bodies_read_and_write_as_fastjson_writes_them() -> None:
+    body = bb.LockBatchRequestBody.decode(LOCK_BODY)
+    assert (body.consumer_group, body.client_id, body.only_this_broker) == ("og", "10.0.0.9@123", True)
+    assert body.encode() == LOCK_BODY
+    assert bb.LockBatchResponseBody.decode(bb.LockBatchResponseBody(body.mq_set).encode()).lock_ok_mq_set == body.mq_set
+
+
+def test_orderly_consumers_lock_renew_and_release_their_queues(broker: FakeBroker) -> None:
+    async def run() -> list[RemotingCommand]:
+        remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
+        other = LOCK_BODY.replace(b"10.0.0.9@123", b"10.0.0.8@7")
+        steps = [make_request(bh.LOCK_BATCH_MQ, 1, {}, LOCK_BODY), make_request(bh.LOCK_BATCH_MQ, 2, {}, other),
+                 make_request(bh.UNLOCK_BATCH_MQ, 3, {}, other)]  # not its lock: nothing released
+        broker.clock.advance(61_000)  # past the live time, but renewed below
+        steps += [make_request(bh.LOCK_BATCH_MQ, 4, {}, LOCK_BODY), make_request(bh.LOCK_BATCH_MQ, 5, {}, other),
+                  make_request(bh.UNLOCK_BATCH_MQ, 6, {}, LOCK_BODY), make_request(bh.LOCK_BATCH_MQ, 7, {}, other)]
+        return [await remoting.handle(step, FakeConn()) for step in steps]
+    answers = asyncio.run(run())
+    assert all(a.code == C.SUCCESS for a in answers)
+    held = [len(bb.LockBatchResponseBody.decode(a.body).lock_ok_mq_set) if a.body else None for a in answers]
+    assert held == [2, 0, None, 2, 0, None, 2]
+
+
+@pytest.mark.parametrize(("body", "remark"), [
+    (b'{"clientId":"c","consumerGroup":"bad group","mqSet":[]}', "consumerGroup 'bad group'"),
+    (b'{"consumerGroup":"og","mqSet":[]}', "clientId must be"),
+    (b'{"clientId":"c","consumerGroup":"og","mqSet":[{"brokerName":"b","queueId":-1,"topic":"T"}]}', "mqSet"),
+    (b'{"clientId":"c","consumerGroup":"og","mqSet":[{"queueId":1,"topic":"T"}]}', "brokerName is missing"),
+    (b'{"clientId":"c","consumerGroup":"og","mqSet":{}}', "not an array"),
+    (b"[", "not valid JSON"),
+])
+def test_a_malformed_lock_body_is_refused_naming_the_field(broker: FakeBroker, body: bytes, remark: str) -> None:
+    for code in (bh.LOCK_BATCH_MQ, bh.UNLOCK_BATCH_MQ):
+        answer = serve(broker, make_request(code, 1, {}, body))
+        assert answer.code == C.INVALID_PARAMETER and remark in (answer.remark or ""), answer.remark
