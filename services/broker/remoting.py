@@ -14,7 +14,7 @@ codes                  processor                         served as
 34, 35                 client_manage.py                  consumer groups from client heartbeats (consumers.py); 40
                                                          goes to a group's clients when it changes
 41, 42                 consumer_manage.py                an orderly consumer's queue locks (rebalance_lock.py)
-30, 31                 query.py                          a queue's max and min offset
+29, 30, 31             query.py                          a queue's offset by store time, max and min offset
 17, 21, 43, 907,       admin.py (AdminBrokerProcessor)   topics, the whole offset table (how a slave copies it), the
 908, 1007, 1008                                          controller mode's epoch entries, HA status, flush offset and
                                                          role hint
@@ -105,6 +105,7 @@ class BrokerRemoting:
             bh.UNLOCK_BATCH_MQ: consumer.unlock_batch,
             RC.HEART_BEAT: client.heartbeat, bh.UNREGISTER_CLIENT: client.unregister,
             RC.GET_MAX_OFFSET: query.max_offset, RC.GET_MIN_OFFSET: query.min_offset,
+            bh.SEARCH_OFFSET_BY_TIMESTAMP: query.search_offset,
             bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
             bh.UPDATE_AND_CREATE_TOPIC: admin.create_topic, RC.GET_BROKER_EPOCH_CACHE: admin.epoch_cache,
             RC.GET_BROKER_HA_STATUS: admin.ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: admin.role_changed,

@@ -604,3 +604,25 @@ def test_a_malformed_lock_body_is_refused_naming_the_field(broker: FakeBroker, b
     for code in (bh.LOCK_BATCH_MQ, bh.UNLOCK_BATCH_MQ):
         answer = serve(broker, make_request(code, 1, {}, body))
         assert answer.code == C.INVALID_PARAMETER and remark in (answer.remark or ""), answer.remark
+
+
+# ------------------------------------------------------------------------------------- offset by time
+
+
+def test_search_offset_by_timestamp_follows_the_boundary_type(broker: FakeBroker) -> None:
+    for step in (0, 0, 10):  # stored at 1000, 1000, 1010
+        broker.clock.advance(step)
+        serve(broker, send_request())
+    base = broker.clock.now_ms() - 10
+
+    def ask(timestamp: int, boundary: str | None = None) -> str:
+        ext = {"topic": "TopicTest", "queueId": "1", "timestamp": str(timestamp)}
+        answer = serve(broker, make_request(bh.SEARCH_OFFSET_BY_TIMESTAMP, 1,
+                                            {**ext, "boundaryType": boundary} if boundary else ext))
+        assert answer.code == C.SUCCESS, answer.remark
+        return answer.ext_fields["offset"]
+    assert [ask(base), ask(base, "UPPER"), ask(base + 5), ask(base + 5, "upper"), ask(base + 11), ask(0)] == \
+        ["0", "1", "2", "1", "3", "0"]
+    refused = serve(broker, make_request(bh.SEARCH_OFFSET_BY_TIMESTAMP, 1, {
+        "topic": "TopicTest", "queueId": "1", "timestamp": "1", "boundaryType": "MIDDLE"}))
+    assert refused.code == C.INVALID_PARAMETER and "boundaryType" in (refused.remark or "")
