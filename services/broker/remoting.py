@@ -86,7 +86,7 @@ class BrokerRemoting:
         self.consumer_manage = ConsumerManageProcessor(config, store, broker.consumer_offsets, self.consumers,
                                                        broker.clock)
         self.pull = PullProcessor(config, store, self.consumers, self.arrivals, lambda: broker.role is Role.MASTER,
-                                  self.consumer_manage.commit, self.store_host)
+                                  self.consumer_manage.commit, self.store_host, store.has_topic)
         self.client_manage = ClientManageProcessor(self.consumers, store.created_topics,
                                                    broker.namesrv.note_topics, broker.clock,
                                                    self.offload)

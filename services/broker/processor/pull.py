@@ -28,11 +28,12 @@ PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 
 class PullProcessor:
     """Built with the store, the groups' subscriptions, the put notifications, whether the broker is master
-    now, and how to commit a consumer offset."""
+    now, how to commit a consumer offset, and the topics it has (an unknown one is TOPIC_NOT_EXIST, as
+    RocketMQ answers)."""
 
     def __init__(self, config: BrokerConfig, store: MessageStore, consumers: ConsumerGroups, arrivals: Arrivals,
                  is_master: Callable[[], bool], commit: Callable[[str, str, int, int], str | None],
-                 store_host: SocketAddress) -> None:
+                 store_host: SocketAddress, has_topic: Callable[[str], bool]) -> None:
         self.config = config
         self.store = store
         self.consumers = consumers
@@ -40,6 +41,7 @@ class PullProcessor:
         self.is_master = is_master
         self.commit = commit
         self.store_host = store_host
+        self.has_topic = has_topic
 
     async def serve(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.PullMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -48,6 +50,9 @@ class PullProcessor:
         if h.expression_type not in (None, "", "TAG"):
             return answer(request, ResponseCode.SYSTEM_ERROR,
                           f"The broker does not support consumer to filter message by {h.expression_type[:40]}")
+        if not self.has_topic(h.topic):
+            return answer(request, ResponseCode.TOPIC_NOT_EXIST,
+                          f"topic[{h.topic}] not exist, apply first please! (create it with updateTopic, or send to it)")
         expression = h.subscription if h.sys_flag & PULL_SUBSCRIPTION else \
             self.consumers.subscription(h.consumer_group, h.topic)
         if expression is None:

@@ -31,7 +31,7 @@ from services.remoting.message import SocketAddress
 if TYPE_CHECKING:
     from services.broker.broker import PutOutcome
 
-__all__ = ["SEND_REQUESTS", "SendProcessor"]
+__all__ = ["NOT_ALLOWED_SEND_TOPICS", "SEND_REQUESTS", "SendProcessor"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,9 @@ _SEND_CODES = {
 SEND_REQUESTS = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 #: Statuses whose message is stored: the answer carries its id and offsets (RocketMQ's sendOK).
 _STORED = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
+#: RocketMQ's TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET: system topics no client may send to.
+NOT_ALLOWED_SEND_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                                     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
 _NOT_MASTER = ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
                "full, messages are put to the slave, message store has been shut down, etc.")
 
@@ -120,6 +123,8 @@ class SendProcessor:
         if not valid_topic(header.topic):
             return Refusal(ResponseCode.INVALID_PARAMETER, f"The specified topic: {header.topic[:300]}, contains "
                            "illegal characters or is too long, allowing only ^[%|a-zA-Z0-9_-]+$ up to 127 characters")
+        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+            return Refusal(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
         queues = self.config.defaultTopicQueueNums
         if header.queue_id >= queues:
             return Refusal(ResponseCode.INVALID_PARAMETER, f"request queueId[{header.queue_id}] is illegal, topic "

@@ -342,6 +342,7 @@ def test_a_pull_commits_the_offset_it_carries_on_the_master_only(broker: FakeBro
 
 
 def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker) -> None:
+    broker.store.created_topics.create("TopicTest")  # created, never written
     remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
     broker.put_listeners.append(remoting.on_put)
 
@@ -360,6 +361,7 @@ def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker)
 
 def test_a_suspended_pull_ends_at_its_deadline_and_the_number_held_is_bounded(
         broker: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker.store.created_topics.create("TopicTest")
     answer = serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=20))
     assert (answer.code, answer.remark) == (C.PULL_NOT_FOUND, "NO_MATCHED_LOGIC_QUEUE")
     monkeypatch.setattr(remoting_pull, "MAX_HELD", 0)
@@ -626,3 +628,19 @@ def test_search_offset_by_timestamp_follows_the_boundary_type(broker: FakeBroker
     refused = serve(broker, make_request(bh.SEARCH_OFFSET_BY_TIMESTAMP, 1, {
         "topic": "TopicTest", "queueId": "1", "timestamp": "1", "boundaryType": "MIDDLE"}))
     assert refused.code == C.INVALID_PARAMETER and "boundaryType" in (refused.remark or "")
+
+
+# ------------------------------------------------------------------------------------- smaller rules
+
+
+@pytest.mark.parametrize("topic", ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                                   "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"])
+def test_sends_to_the_topics_rocketmq_forbids_are_refused(broker: FakeBroker, topic: str) -> None:
+    answer = serve(broker, send_request(topic=topic))
+    assert (answer.code, answer.remark) == (C.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+    assert broker.store.max_offset == 0
+
+
+def test_a_pull_from_a_topic_the_broker_does_not_have_is_topic_not_exist(broker: FakeBroker) -> None:
+    answer = serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=30_000))  # not held: answered at once
+    assert answer.code == C.TOPIC_NOT_EXIST and "topic[TopicTest] not exist" in (answer.remark or "")
