@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.common import scratch_dir, summary, table, write_result
-from services.broker.remoting import read_heartbeat
+from services.broker.processor.client_manage import read_heartbeat
 from services.broker.remoting import request_limits as broker_limits
 from services.broker.remoting_messages import to_store_messages
 from services.broker.store import MessageStore

@@ -4,6 +4,6 @@ The package's modules are its public surface (tests/unit/test_exported_members.p
 
 __all__ = ["api", "broker", "channel", "cli", "commitlog", "config", "consume_queue", "consumer_offsets",
            "consumers", "contract", "controller_api", "controller_remoting", "epoch_file", "flush", "ha", "identity", "metrics",
-           "namesrv_registration", "put_batcher", "quorum", "record", "remoting", "remoting_messages",
-           "remoting_pull", "replicas_manager", "replication", "retention", "server", "slave_sync", "store", "store_check", "sync_state",
+           "namesrv_registration", "processor", "put_batcher", "quorum", "rebalance_lock", "record", "remoting", "remoting_messages",
+           "remoting_pull", "replicas_manager", "replication", "retention", "server", "slave_sync", "store", "store_check", "sync_state", "time_search",
            "topics"]

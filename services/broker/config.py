@@ -88,6 +88,7 @@ class BrokerConfig(TlsProperties):
     syncFromLastFile: bool = False
     maxMessageSize: int = 4 * 2**20
     defaultTopicQueueNums: int = 4
+    rebalanceLockMaxLiveTime: int = 60000  # ms; RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime
     fileReservedTime: int = 72  # hours (retention.py has the rules; RocketMQ's defaults throughout)
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
@@ -203,6 +204,8 @@ class BrokerConfig(TlsProperties):
             raise ConfigError("brokerHeartbeatInterval must be shorter than controllerHeartBeatTimeoutMills")
         if self.defaultTopicQueueNums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
+        if self.rebalanceLockMaxLiveTime < 1:
+            raise ConfigError("rebalanceLockMaxLiveTime must be at least 1 (ms)")
         self._validate_retention()
         if self.logLevel.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ConfigError(f"logLevel must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {self.logLevel!r}")

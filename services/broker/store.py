@@ -452,6 +452,12 @@ class MessageStore:
         return sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues}
                       | self.created_topics.names)
 
+    def has_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is one of ``topic_names()``, without listing them."""
+        return topic in self.created_topics.names or any(
+            (topic, qid) in self.next_queue_offsets or (topic, qid) in self.queues.queues
+            for qid in range(self.queue_nums))
+
     def topics(self) -> list[dict[str, object]]:
         names = self.topic_names()
         result: list[dict[str, object]] = []

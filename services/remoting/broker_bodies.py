@@ -1,4 +1,5 @@
-"""The JSON bodies of the client calls a broker serves: heartbeats, consumer lists, offsets, HA status.
+"""The JSON bodies of the client calls a broker serves: heartbeats, consumer lists, offsets, queue locks, HA
+status.
 
 Written as fastjson writes the RocketMQ classes (see bodies.py: bean properties sorted by name, nulls left
 out, Integer map keys bare) and read with the same path-naming checks. Reading also accepts what the C++
@@ -29,8 +30,12 @@ __all__ = [
     "HAConnectionRuntimeInfo",
     "HARuntimeInfo",
     "HeartbeatData",
+    "LockBatchRequestBody",
+    "LockBatchResponseBody",
+    "MessageQueue",
     "ProducerData",
     "SubscriptionData",
+    "UnlockBatchRequestBody",
 ]
 
 #: The most elements any list or map of these bodies may hold.
@@ -312,3 +317,68 @@ class HARuntimeInfo(Body):
                    obj.integer("inSyncSlaveNums", "int32", 0) or 0, connections,
                    HAClientRuntimeInfo() if client is None
                    else HAClientRuntimeInfo.read(_Obj(client, obj.at("haClientRuntimeInfo"))))
+
+
+# ------------------------------------------------------------------------------------------ queue locks
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue(Body):
+    """message/MessageQueue: one queue of a topic on one broker group (a Set element of the lock bodies)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def read(cls, obj: _Obj) -> MessageQueue:
+        topic, broker, queue = obj.string("topic"), obj.string("brokerName"), obj.integer("queueId", "int32", 0)
+        if topic is None or broker is None:
+            raise BodyError(f"{obj.at('topic' if topic is None else 'brokerName')} is missing")
+        return cls(topic, broker, queue or 0)
+
+
+def _queues(obj: _Obj, key: str) -> frozenset[MessageQueue]:
+    return frozenset(MessageQueue.read(_Obj(item, path)) for path, item in _items(obj, key))
+
+
+@dataclass(frozen=True)
+class LockBatchRequestBody(Body):
+    """body/LockBatchRequestBody: the request of 41 LOCK_BATCH_MQ, a client locking the queues it consumes in
+    order (at most MAX_ITEMS queues)."""
+
+    consumer_group: str | None
+    client_id: str | None
+    mq_set: frozenset[MessageQueue] = frozenset()
+    only_this_broker: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clientId": self.client_id, "consumerGroup": self.consumer_group,
+                "mqSet": [q.to_json() for q in sorted(self.mq_set)], "onlyThisBroker": self.only_this_broker}
+
+    @classmethod
+    def read(cls, obj: _Obj) -> LockBatchRequestBody:
+        return cls(obj.string("consumerGroup"), obj.string("clientId"), _queues(obj, "mqSet"),
+                   bool(obj.boolean("onlyThisBroker", False)))
+
+
+@dataclass(frozen=True)
+class UnlockBatchRequestBody(LockBatchRequestBody):
+    """body/UnlockBatchRequestBody: the request of 42 UNLOCK_BATCH_MQ (the same fields as a lock's)."""
+
+
+@dataclass(frozen=True)
+class LockBatchResponseBody(Body):
+    """body/LockBatchResponseBody: the answer to 41, the queues now locked by the requesting client."""
+
+    lock_ok_mq_set: frozenset[MessageQueue] = frozenset()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lockOKMQSet": [q.to_json() for q in sorted(self.lock_ok_mq_set)]}
+
+    @classmethod
+    def read(cls, obj: _Obj) -> LockBatchResponseBody:
+        return cls(_queues(obj, "lockOKMQSet"))

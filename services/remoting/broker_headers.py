@@ -40,6 +40,8 @@ __all__ = [
     "PullMessageResponseHeader",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
+    "SearchOffsetRequestHeader",
+    "SearchOffsetResponseHeader",
     "SendMessageRequestHeader",
     "SendMessageRequestHeaderV2",
     "SendMessageResponseHeader",
@@ -50,9 +52,12 @@ __all__ = [
 
 #: RocketMQ's request codes for the client calls served here that command.RequestCode does not name.
 UPDATE_AND_CREATE_TOPIC = 17
+SEARCH_OFFSET_BY_TIMESTAMP = 29
 GET_ALL_TOPIC_CONFIG = 21
 UNREGISTER_CLIENT = 35
 NOTIFY_CONSUMER_IDS_CHANGED = 40
+LOCK_BATCH_MQ = 41
+UNLOCK_BATCH_MQ = 42
 GET_ALL_CONSUMER_OFFSET = 43
 #: A DefaultLitePullConsumer's pull (its sysFlag carries PullSysFlag's lite-pull bit, 0x10): the same header and
 #: answer as 11, served by the same processor in RocketMQ's broker.
@@ -241,6 +246,31 @@ class GetMinOffsetRequestHeader(CustomHeader):
 
 @dataclass(frozen=True, kw_only=True)
 class GetMinOffsetResponseHeader(CustomHeader):
+    offset: int = _long("offset", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchOffsetRequestHeader(CustomHeader):
+    """29 SEARCH_OFFSET_BY_TIMESTAMP: the queue offset of the messages stored at ``timestamp`` (epoch ms).
+    ``boundaryType`` is RocketMQ's BoundaryType, sent by its name: ``LOWER`` (absent: the default) or
+    ``UPPER``, in any case; RocketMQ reads any other text as LOWER, ``boundary`` refuses it."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    queue_id: int = _int("queueId", required=True, default=MISSING)
+    timestamp: int = _long("timestamp", required=True, default=MISSING)
+    boundary_type: str | None = _string("boundaryType")
+
+    @property
+    def upper(self) -> bool:
+        """True for UPPER, False for LOWER; HeaderFieldError for anything else."""
+        kind = (self.boundary_type or "lower").lower()
+        if kind not in ("lower", "upper"):
+            raise HeaderFieldError("SearchOffsetRequestHeader", "boundaryType", "must be LOWER or UPPER")
+        return kind == "upper"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchOffsetResponseHeader(CustomHeader):
     offset: int = _long("offset", required=True, default=MISSING)
 
 

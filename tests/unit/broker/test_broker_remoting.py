@@ -1,7 +1,7 @@
-"""The broker's remoting handler (services/broker/remoting.py) over a real message store, with the rest of the
-broker faked: the put statuses as RocketMQ's send codes, the pull statuses as its pull codes, long polling,
-offsets, consumer groups and their notifications, and the controller-mode codes. The real broker process is
-covered by tests/integration/test_broker_remoting.py."""
+"""The broker's remoting dispatch table and its processors (services/broker/remoting.py, services/broker/processor/)
+over a real message store, with the rest of the broker faked: the put statuses as RocketMQ's send codes, the pull
+statuses as its pull codes, long polling, offsets, consumer groups and their notifications, and the controller-mode
+codes. The real broker process is covered by tests/integration/test_broker_remoting.py."""
 
 from __future__ import annotations
 
@@ -342,6 +342,7 @@ def test_a_pull_commits_the_offset_it_carries_on_the_master_only(broker: FakeBro
 
 
 def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker) -> None:
+    broker.store.created_topics.create("TopicTest")  # created, never written
     remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
     broker.put_listeners.append(remoting.on_put)
 
@@ -360,6 +361,7 @@ def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker)
 
 def test_a_suspended_pull_ends_at_its_deadline_and_the_number_held_is_bounded(
         broker: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker.store.created_topics.create("TopicTest")
     answer = serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=20))
     assert (answer.code, answer.remark) == (C.PULL_NOT_FOUND, "NO_MATCHED_LOGIC_QUEUE")
     monkeypatch.setattr(remoting_pull, "MAX_HELD", 0)
@@ -370,7 +372,7 @@ def test_a_pull_answer_is_bounded_in_bytes_whatever_the_request_asks(broker: Fak
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     for index in range(4):
         serve(broker, send_request(body=bytes([65 + index]) * 1500))
-    monkeypatch.setattr("services.broker.remoting.MAX_PULL_BYTES", 3500)
+    monkeypatch.setattr("services.broker.processor.pull.MAX_PULL_BYTES", 3500)
     answer = serve(broker, pull_request(maxMsgBytes=str(2**31 - 1)))
     assert [len(m.body) for m in decode_pulled(answer.body)] == [1500, 1500]
     assert answer.ext_fields["nextBeginOffset"] == "2"
@@ -561,3 +563,84 @@ def test_reset_master_flush_offset_is_recorded_by_a_slave_and_ignored_by_a_maste
                   guarded.clock.now_ms())
     assert serve(guarded, signed).code == C.SUCCESS and guarded.store.master_flushed_offset == 7
     guarded.store.close()
+
+
+# ------------------------------------------------------------------------------------------- queue locks
+
+LOCK_BODY = (b'{"clientId":"10.0.0.9@123","consumerGroup":"og","mqSet":[{"brokerName":"broker-a","queueId":0,'
+             b'"topic":"TopicTest"},{"brokerName":"broker-a","queueId":1,"topic":"TopicTest"}],"onlyThisBroker":true}')
+
+
+def test_lock_bodies_read_and_write_as_fastjson_writes_them() -> None:
+    body = bb.LockBatchRequestBody.decode(LOCK_BODY)
+    assert (body.consumer_group, body.client_id, body.only_this_broker) == ("og", "10.0.0.9@123", True)
+    assert body.encode() == LOCK_BODY
+    assert bb.LockBatchResponseBody.decode(bb.LockBatchResponseBody(body.mq_set).encode()).lock_ok_mq_set == body.mq_set
+
+
+def test_orderly_consumers_lock_renew_and_release_their_queues(broker: FakeBroker) -> None:
+    async def run() -> list[RemotingCommand]:
+        remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
+        other = LOCK_BODY.replace(b"10.0.0.9@123", b"10.0.0.8@7")
+        steps = [make_request(bh.LOCK_BATCH_MQ, 1, {}, LOCK_BODY), make_request(bh.LOCK_BATCH_MQ, 2, {}, other),
+                 make_request(bh.UNLOCK_BATCH_MQ, 3, {}, other)]  # not its lock: nothing released
+        broker.clock.advance(61_000)  # past the live time, but renewed below
+        steps += [make_request(bh.LOCK_BATCH_MQ, 4, {}, LOCK_BODY), make_request(bh.LOCK_BATCH_MQ, 5, {}, other),
+                  make_request(bh.UNLOCK_BATCH_MQ, 6, {}, LOCK_BODY), make_request(bh.LOCK_BATCH_MQ, 7, {}, other)]
+        return [await remoting.handle(step, FakeConn()) for step in steps]
+    answers = asyncio.run(run())
+    assert all(a.code == C.SUCCESS for a in answers)
+    held = [len(bb.LockBatchResponseBody.decode(a.body).lock_ok_mq_set) if a.body else None for a in answers]
+    assert held == [2, 0, None, 2, 0, None, 2]
+
+
+@pytest.mark.parametrize(("body", "remark"), [
+    (b'{"clientId":"c","consumerGroup":"bad group","mqSet":[]}', "consumerGroup 'bad group'"),
+    (b'{"consumerGroup":"og","mqSet":[]}', "clientId must be"),
+    (b'{"clientId":"c","consumerGroup":"og","mqSet":[{"brokerName":"b","queueId":-1,"topic":"T"}]}', "mqSet"),
+    (b'{"clientId":"c","consumerGroup":"og","mqSet":[{"queueId":1,"topic":"T"}]}', "brokerName is missing"),
+    (b'{"clientId":"c","consumerGroup":"og","mqSet":{}}', "not an array"),
+    (b"[", "not valid JSON"),
+])
+def test_a_malformed_lock_body_is_refused_naming_the_field(broker: FakeBroker, body: bytes, remark: str) -> None:
+    for code in (bh.LOCK_BATCH_MQ, bh.UNLOCK_BATCH_MQ):
+        answer = serve(broker, make_request(code, 1, {}, body))
+        assert answer.code == C.INVALID_PARAMETER and remark in (answer.remark or ""), answer.remark
+
+
+# ------------------------------------------------------------------------------------- offset by time
+
+
+def test_search_offset_by_timestamp_follows_the_boundary_type(broker: FakeBroker) -> None:
+    for step in (0, 0, 10):  # stored at 1000, 1000, 1010
+        broker.clock.advance(step)
+        serve(broker, send_request())
+    base = broker.clock.now_ms() - 10
+
+    def ask(timestamp: int, boundary: str | None = None) -> str:
+        ext = {"topic": "TopicTest", "queueId": "1", "timestamp": str(timestamp)}
+        answer = serve(broker, make_request(bh.SEARCH_OFFSET_BY_TIMESTAMP, 1,
+                                            {**ext, "boundaryType": boundary} if boundary else ext))
+        assert answer.code == C.SUCCESS, answer.remark
+        return answer.ext_fields["offset"]
+    assert [ask(base), ask(base, "UPPER"), ask(base + 5), ask(base + 5, "upper"), ask(base + 11), ask(0)] == \
+        ["0", "1", "2", "1", "3", "0"]
+    refused = serve(broker, make_request(bh.SEARCH_OFFSET_BY_TIMESTAMP, 1, {
+        "topic": "TopicTest", "queueId": "1", "timestamp": "1", "boundaryType": "MIDDLE"}))
+    assert refused.code == C.INVALID_PARAMETER and "boundaryType" in (refused.remark or "")
+
+
+# ------------------------------------------------------------------------------------- smaller rules
+
+
+@pytest.mark.parametrize("topic", ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                                   "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"])
+def test_sends_to_the_topics_rocketmq_forbids_are_refused(broker: FakeBroker, topic: str) -> None:
+    answer = serve(broker, send_request(topic=topic))
+    assert (answer.code, answer.remark) == (C.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+    assert broker.store.max_offset == 0
+
+
+def test_a_pull_from_a_topic_the_broker_does_not_have_is_topic_not_exist(broker: FakeBroker) -> None:
+    answer = serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=30_000))  # not held: answered at once
+    assert answer.code == C.TOPIC_NOT_EXIST and "topic[TopicTest] not exist" in (answer.remark or "")

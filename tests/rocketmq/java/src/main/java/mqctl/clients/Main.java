@@ -13,6 +13,7 @@ import java.util.Arrays;
  * push          --namesrv A --topic T --group G --history F --until FILE [--expression *] [--threads 4]
  *               [--listener concurrently|orderly] [--reconsume-every K]
  * lite-pull     --namesrv A --topic T --group G --history F --until FILE [--expression *] [--assign true]
+ * seek-time     --namesrv A --topic T --group G --history F --until FILE --timestamp MS   (SeekTime.java)
  * </pre>
  *
  * Every mode also takes {@code --deadline-s} (600: the longest it runs), {@code --route-poll-ms},
@@ -53,6 +54,8 @@ public final class Main {
                 return PushConsume.run(options);
             case "lite-pull":
                 return LitePull.run(options);
+            case "seek-time":
+                return SeekTime.run(options);
             default:
                 throw new Options.UsageError("unknown mode " + args[0] + " in " + Arrays.toString(args));
         }

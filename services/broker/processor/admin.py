@@ -1,0 +1,165 @@
+"""What an administrator or a controller asks a broker: RocketMQ's AdminBrokerProcessor.
+
+UPDATE_AND_CREATE_TOPIC (17) and GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43: how a slave copies
+its master's table), the controller mode's GET_BROKER_EPOCH_CACHE (1007), GET_BROKER_HA_STATUS (907),
+RESET_MASTER_FLUSH_OFFSET (908) and NOTIFY_BROKER_ROLE_CHANGED (1008, a hint only). With ``authToken``
+set, the codes that change state (17, 908, 1008) count only when signed with it (services/remoting/acl.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from services.broker.config import BrokerConfig
+from services.broker.consumer_offsets import ConsumerOffsets
+from services.broker.namesrv_registration import AUTO_CREATE_TOPIC, PERM_READ_WRITE, topic_table
+from services.broker.processor.common import MASTER_ID, answer
+from services.broker.record import valid_topic
+from services.broker.replicas_manager import Role
+from services.broker.store import MessageStore
+from services.broker.topics import TopicsFull
+from services.common.clock import Clock
+from services.common.codes import ResponseCode
+from services.common.remoting_conn import RemotingConnection
+from services.remoting import bodies
+from services.remoting import broker_bodies as bb
+from services.remoting import broker_headers as bh
+from services.remoting.acl import Verifier
+from services.remoting.command import RemotingCommand
+from services.remoting.errors import HeaderFieldError
+from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
+from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
+
+__all__ = ["AdminParts", "AdminProcessor", "ha_runtime_info"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AdminParts:
+    """What the admin codes read of the broker: its views (dicts as the HTTP API serves them) and its hint."""
+
+    role: Callable[[], Role]
+    epoch_cache: Callable[[], dict[str, Any]]
+    ha_status: Callable[[], dict[str, Any]]
+    role_change_notified: Callable[[], Awaitable[None]]
+    note_topics: Callable[[list[str]], None]
+    io_lock: threading.Lock
+
+
+class AdminProcessor:
+    def __init__(self, config: BrokerConfig, store: MessageStore, offsets: ConsumerOffsets, clock: Clock,
+                 parts: AdminParts) -> None:
+        self.config = config
+        self.store = store
+        self.offsets = offsets
+        self.clock = clock
+        self.parts = parts
+        self._verifier: Verifier | None = None
+
+    async def epoch_cache(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        data = self.parts.epoch_cache()
+        entries = tuple(bodies.EpochEntry(e["epoch"], e["startOffset"], e["endOffset"]) for e in data["epochEntries"])
+        # RocketMQ's broker reports id 0 while it is master (its brokerId then means its role)
+        broker_id = MASTER_ID if self.parts.role() is Role.MASTER else (data["brokerId"] or 0)
+        cache = bodies.EpochEntryCache(data["clusterName"], data["brokerName"], broker_id, entries, data["maxOffset"])
+        return answer(request, ResponseCode.SUCCESS, None, None, cache.encode())
+
+    async def create_topic(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        header = bh.CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        refusal = self._topic_refusal(header, request)
+        if refusal is not None:
+            return answer(request, *refusal)
+        try:
+            created = await asyncio.to_thread(self.store.created_topics.create, header.topic)
+        except TopicsFull as exc:
+            return answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if created:
+            log.info("topic %s created by %s", header.topic, conn.peer)
+            self.parts.note_topics([header.topic])
+        return answer(request, ResponseCode.SUCCESS)
+
+    def _topic_refusal(self, header: bh.CreateTopicRequestHeader, request: RemotingCommand) -> tuple[int, str] | None:
+        """Why this broker will not create the topic as asked (code, remark), or None."""
+        queues = self.config.defaultTopicQueueNums
+        unsigned = self.unsigned(request)
+        if unsigned is not None:
+            return ResponseCode.NO_PERMISSION, unsigned
+        if not valid_topic(header.topic) or header.topic == AUTO_CREATE_TOPIC:
+            return (ResponseCode.INVALID_PARAMETER, (f"topic {header.topic[:80]!r} is illegal or a system topic: "
+                                                    f"use at most 127 of letters, digits, '%', '|', '_' and '-'"))
+        if header.read_queue_nums != queues or header.write_queue_nums != queues:
+            return (ResponseCode.INVALID_PARAMETER, (f"every topic of this broker has {queues} read and {queues} write "
+                                                    f"queues (defaultTopicQueueNums); ask for -r {queues} -w {queues}"))
+        if header.perm != PERM_READ_WRITE:
+            return (ResponseCode.INVALID_PARAMETER, f"only perm {PERM_READ_WRITE} (read and write) is supported")
+        return None
+
+    async def all_topic_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        names = [str(t["topic"]) for t in self.store.topics()]
+        wrapper = TopicConfigSerializeWrapper(topic_table(names, self.config.defaultTopicQueueNums))
+        return answer(request, ResponseCode.SUCCESS, None, None, wrapper.encode())
+
+    async def all_offsets(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        return answer(request, ResponseCode.SUCCESS, None, None, self.offsets.table.snapshot().encode())
+
+    async def ha_status(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        return answer(request, ResponseCode.SUCCESS, None, None, ha_runtime_info(self.parts.ha_status()).encode())
+
+    async def reset_master_flush_offset(self, request: RemotingCommand,
+                                        conn: RemotingConnection) -> RemotingCommand | None:
+        """As RocketMQ's AdminBrokerProcessor: a broker that is not master records the offset (in its
+        checkpoint); a master ignores it; both answer SUCCESS. With ``authToken`` set, only when signed."""
+        header = bh.ResetMasterFlushOffsetHeader.from_ext_fields(request.ext_fields)
+        refusal = self.unsigned(request)
+        if refusal is not None:
+            return answer(request, ResponseCode.NO_PERMISSION, refusal)
+        offset = header.master_flush_offset
+        if offset is not None and offset < 0:
+            raise HeaderFieldError(type(header).__name__, "masterFlushOffset", f"must not be negative, got {offset}")
+        if offset is not None and self.parts.role() is not Role.MASTER:
+            def record() -> None:
+                with self.parts.io_lock:
+                    self.store.set_master_flushed_offset(offset)
+            await asyncio.to_thread(record)
+            log.info("master flush offset reset to %d by %s", offset, conn.peer)
+        return answer(request, ResponseCode.SUCCESS)
+
+    async def role_changed(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        NotifyBrokerRoleChangedRequestHeader.from_ext_fields(request.ext_fields)  # well formed, never applied
+        refusal = self.unsigned(request)
+        if refusal is not None:
+            log.info("ignored a role-change notification over remoting from %s: %s", conn.peer, refusal)
+            return answer(request, ResponseCode.NO_PERMISSION, refusal)
+        await self.parts.role_change_notified()
+        return answer(request, ResponseCode.SUCCESS)
+
+    def unsigned(self, request: RemotingCommand) -> str | None:
+        """With ``authToken`` set: why ``request`` is not signed with it (None if it is, or if no token)."""
+        token = self.config.authToken
+        if not token:
+            return None
+        if self._verifier is None or self._verifier.secret != token:
+            self._verifier = Verifier(token)
+        return self._verifier.check(request, self.clock.now_ms())
+
+
+def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:
+    """Our haStatus view as RocketMQ's HARuntimeInfo."""
+    if status.get("role") == "MASTER":
+        slaves = tuple(bb.HAConnectionRuntimeInfo(
+            s.get("slaveAddress"), int(s.get("ackOffset") or 0), int(s.get("lag") or 0), bool(s.get("inSync")),
+            int(float(s.get("transferSpeedKBps") or 0) * 1024), int(s.get("transferOffset") or 0))
+            for s in status.get("slaves") or [])
+        return bb.HARuntimeInfo(True, int(status.get("maxOffset") or 0), int(status.get("inSyncSlaveNums") or 0),
+                                slaves)
+    client = bb.HAClientRuntimeInfo(status.get("masterHaAddress") or status.get("masterAddress"),
+                                    int(float(status.get("transferSpeedKBps") or 0) * 1024),
+                                    int(status.get("maxOffset") or 0), int(status.get("lastReadTimestamp") or 0),
+                                    int(status.get("lastWriteTimestamp") or 0), int(status.get("masterFlushOffset") or 0))
+    return bb.HARuntimeInfo(False, 0, 0, (), client)

@@ -1,0 +1,81 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): RocketMQ's PullMessageProcessor, which serves both alike.
+
+The reading of a queue, the answer's codes and long polling are remoting_pull.py's; this processor reads
+the header, finds the subscription (the request's, or the group's last heartbeat's), commits the offset a
+pull carries (on the master) and holds a pull that found nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from services.broker.config import BrokerConfig
+from services.broker.consumers import ConsumerGroups
+from services.broker.processor.common import MASTER_ID, answer, check_queue
+from services.broker.remoting_pull import MAX_PULL_BYTES, Arrivals, PullRead, hold, read_queue, slave_answer
+from services.broker.store import MessageStore
+from services.common.codes import ResponseCode
+from services.common.remoting_conn import RemotingConnection
+from services.remoting import broker_headers as bh
+from services.remoting.command import RemotingCommand
+from services.remoting.message import SocketAddress, TagFilter
+
+__all__ = ["PULL_COMMIT_OFFSET", "PULL_SUBSCRIPTION", "PULL_SUSPEND", "PullProcessor"]
+
+#: PullSysFlag bits.
+PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
+
+
+class PullProcessor:
+    """Built with the store, the groups' subscriptions, the put notifications, whether the broker is master
+    now, how to commit a consumer offset, and the topics it has (an unknown one is TOPIC_NOT_EXIST, as
+    RocketMQ answers)."""
+
+    def __init__(self, config: BrokerConfig, store: MessageStore, consumers: ConsumerGroups, arrivals: Arrivals,
+                 is_master: Callable[[], bool], commit: Callable[[str, str, int, int], str | None],
+                 store_host: SocketAddress, has_topic: Callable[[str], bool]) -> None:
+        self.config = config
+        self.store = store
+        self.consumers = consumers
+        self.arrivals = arrivals
+        self.is_master = is_master
+        self.commit = commit
+        self.store_host = store_host
+        self.has_topic = has_topic
+
+    async def serve(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "PullMessageRequestHeader",
+                    h.consumer_group)
+        if h.expression_type not in (None, "", "TAG"):
+            return answer(request, ResponseCode.SYSTEM_ERROR,
+                          f"The broker does not support consumer to filter message by {h.expression_type[:40]}")
+        if not self.has_topic(h.topic):
+            return answer(request, ResponseCode.TOPIC_NOT_EXIST,
+                          f"topic[{h.topic}] not exist, apply first please! (create it with updateTopic, or send to it)")
+        expression = h.subscription if h.sys_flag & PULL_SUBSCRIPTION else \
+            self.consumers.subscription(h.consumer_group, h.topic)
+        if expression is None:
+            return answer(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                          f"the consumer's subscription not exist, group: {h.consumer_group}, topic: {h.topic}")
+        master = self.is_master()
+        if master and h.sys_flag & PULL_COMMIT_OFFSET and h.commit_offset >= 0:
+            self.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        tags = TagFilter.parse(expression)
+        max_bytes = min(h.max_msg_bytes, MAX_PULL_BYTES) if h.max_msg_bytes and h.max_msg_bytes > 0 \
+            else MAX_PULL_BYTES
+
+        def read() -> PullRead:
+            found = read_queue(self.store, self.store_host, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                               tags, max_bytes)
+            return found if self.is_master() else slave_answer(found)
+
+        event = self.arrivals.current()
+        result = read()
+        if result.code == ResponseCode.PULL_NOT_FOUND and master and h.sys_flag & PULL_SUSPEND \
+                and not request.is_oneway:
+            result = await hold(self.arrivals, event, h.suspend_timeout_millis, read) or result
+        header = bh.PullMessageResponseHeader(
+            suggest_which_broker_id=MASTER_ID, next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset, max_offset=result.max_offset)
+        return answer(request, result.code, result.remark, header.to_ext_fields(), result.body)

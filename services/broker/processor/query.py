@@ -1,0 +1,47 @@
+"""What a queue holds: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31) and SEARCH_OFFSET_BY_TIMESTAMP (29, the
+offset of the messages stored at a time: time_search.py). RocketMQ's AdminBrokerProcessor serves these; they are kept apart here because every consumer asks them, and no administrator's right is
+involved."""
+
+from __future__ import annotations
+
+from services.broker.config import BrokerConfig
+from services.broker.processor.common import answer, check_queue, queue_bounds
+from services.broker.store import MessageStore
+from services.broker.time_search import offset_by_time
+from services.common.codes import ResponseCode
+from services.common.remoting_conn import RemotingConnection
+from services.remoting import broker_headers as bh
+from services.remoting.command import RemotingCommand
+
+__all__ = ["QueryProcessor"]
+
+
+class QueryProcessor:
+    """Built with the store and the configuration (the queues of a topic)."""
+
+    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+        self.config = config
+        self.store = store
+
+    async def max_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "GetMaxOffsetRequestHeader")
+        offset = queue_bounds(self.store, h.topic, h.queue_id)[1]
+        return answer(request, ResponseCode.SUCCESS, None, bh.GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def min_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "GetMinOffsetRequestHeader")
+        offset = queue_bounds(self.store, h.topic, h.queue_id)[0]
+        return answer(request, ResponseCode.SUCCESS, None, bh.GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def search_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        h = bh.SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "SearchOffsetRequestHeader")
+        low, high = queue_bounds(self.store, h.topic, h.queue_id)
+
+        def store_time(offset: int) -> int | None:
+            records = self.store.get_messages(h.topic, h.queue_id, offset, 1).records
+            return records[0].store_timestamp if records else None
+        offset = offset_by_time(low, high, store_time, h.timestamp, h.upper)
+        return answer(request, ResponseCode.SUCCESS, None, bh.SearchOffsetResponseHeader(offset=offset).to_ext_fields())

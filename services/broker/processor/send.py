@@ -1,0 +1,188 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): RocketMQ's SendMessageProcessor.
+
+A send is checked alone (header, topic, queue, properties, each message against the store's rules), then
+stored through the broker's put path (``PutBatcher`` over ``Broker.put``: role, SyncStateSet, quorum,
+flush and ack waits), and answered with the put status as RocketMQ's response code. Most sends take the
+connection's front path (``front``): checked at once, answered from the batcher's callback, no task each;
+a large batch is read off the loop (``serve``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, overload
+
+from services.broker.config import BrokerConfig
+from services.broker.processor.common import answer
+from services.broker.put_batcher import PutBatcher
+from services.broker.record import valid_topic
+from services.broker.remoting_messages import Refusal, to_store_messages
+from services.broker.store import Message, MessageIllegal
+from services.common.codes import ResponseCode
+from services.common.offload import INLINE_BYTES, Offload
+from services.common.remoting_conn import RemotingConnection
+from services.remoting import broker_headers as bh
+from services.remoting.codec import response_frame
+from services.remoting.command import RemotingCommand, RequestCode
+from services.remoting.errors import BodyError, HeaderFieldError
+from services.remoting.message import SocketAddress
+
+if TYPE_CHECKING:
+    from services.broker.broker import PutOutcome
+
+__all__ = ["NOT_ALLOWED_SEND_TOPICS", "SEND_REQUESTS", "SendProcessor"]
+
+log = logging.getLogger(__name__)
+
+RC = RequestCode
+_SEND_CODES = {
+    "PUT_OK": ResponseCode.SUCCESS, "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
+    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT, "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE,
+    "SERVICE_NOT_AVAILABLE": ResponseCode.SERVICE_NOT_AVAILABLE, "MESSAGE_ILLEGAL": ResponseCode.MESSAGE_ILLEGAL,
+    "IN_SYNC_REPLICAS_NOT_ENOUGH": ResponseCode.SYSTEM_ERROR,
+}
+SEND_REQUESTS = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+#: Statuses whose message is stored: the answer carries its id and offsets (RocketMQ's sendOK).
+_STORED = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
+#: RocketMQ's TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET: system topics no client may send to.
+NOT_ALLOWED_SEND_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                                     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
+_NOT_MASTER = ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
+               "full, messages are put to the slave, message store has been shut down, etc.")
+
+Prepared = RemotingCommand | tuple[list[Message], list[str]] | None
+
+
+class SendProcessor:
+    """Built with what a send reads: the configuration, the store's message check, the put batcher, the
+    decoding worker and the store host that message ids carry."""
+
+    def __init__(self, config: BrokerConfig, validate: Callable[[Message], None], puts: PutBatcher,
+                 offload: Offload, store_host: SocketAddress) -> None:
+        self.config = config
+        self.validate = validate
+        self.puts = puts
+        self.offload = offload
+        self.store_host = store_host
+
+    def front(self, request: RemotingCommand, conn: RemotingConnection) -> bool:
+        """Sends, served without a task each: checked at once, then answered when their batch is stored
+        (``PutBatcher.submit``). Everything else goes to the dispatch table, and so does a large batch, whose
+        messages are read off the loop."""
+        if request.code not in SEND_REQUESTS or _large_batch(request):
+            return False
+        try:
+            prepared = self.prepare(request, born_host(conn))
+        except (HeaderFieldError, BodyError) as exc:
+            prepared = answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        if not isinstance(prepared, tuple):
+            conn.finish(request, prepared)
+            return True
+        messages, uniq_keys = prepared
+
+        def done(outcome: PutOutcome | BaseException) -> None:
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    return  # cancelled: the broker is stopping
+                log.error("send from %s failed: %s", conn.peer, outcome, exc_info=outcome)
+                conn.finish(request, answer(request, ResponseCode.SYSTEM_ERROR,
+                                            "internal error while serving the request"))
+                return
+            conn.finish(request, self.answer(request, outcome, uniq_keys, frame=True))
+        self.puts.submit(messages, done)
+        return True
+
+    async def serve(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        host = born_host(conn)
+        prepared = await self.offload.run(len(request.body), lambda: self.prepare(request, host))
+        if not isinstance(prepared, tuple):
+            return prepared
+        messages, uniq_keys = prepared
+        outcome = await self.puts.put(messages)
+        return self.answer(request, outcome, uniq_keys)
+
+    def prepare(self, request: RemotingCommand, host: SocketAddress) -> Prepared:
+        """A send's messages and their UNIQ_KEYs, each checked on its own; or the refusal to answer (None for
+        a oneway send). Pure (reads only the configuration), so a large batch is prepared off the loop."""
+        header = bh.parse_send_header(request.code, dict(request.ext_fields))
+        refusal = self.check(header, request.body)
+        if refusal is not None:
+            return answer(request, refusal.code, refusal.remark)
+        messages = to_store_messages(header, request.body, host, self.config.brokerClusterName)
+        if isinstance(messages, Refusal):
+            return answer(request, messages.code, messages.remark)
+        try:
+            for message in messages:  # alone, so that it cannot fail the sends it is stored with
+                self.validate(message)
+        except MessageIllegal as exc:
+            return answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        return messages, [m.properties.get("UNIQ_KEY", "") for m in messages]
+
+    def check(self, header: bh.SendMessageRequestHeader, body: bytes) -> Refusal | None:
+        if not valid_topic(header.topic):
+            return Refusal(ResponseCode.INVALID_PARAMETER, f"The specified topic: {header.topic[:300]}, contains "
+                           "illegal characters or is too long, allowing only ^[%|a-zA-Z0-9_-]+$ up to 127 characters")
+        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+            return Refusal(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
+        queues = self.config.defaultTopicQueueNums
+        if header.queue_id >= queues:
+            return Refusal(ResponseCode.INVALID_PARAMETER, f"request queueId[{header.queue_id}] is illegal, topic "
+                           f"{header.topic} has queues 0..{queues - 1}")
+        if header.is_batch and len(body) > self.config.maxMessageSize:
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, f"the batch of {len(body)} bytes exceeds maxMessageSize "
+                           f"{self.config.maxMessageSize}")
+        return None
+
+    @overload
+    def answer(self, request: RemotingCommand, outcome: PutOutcome, uniq_keys: list[str],
+               frame: Literal[False] = False) -> RemotingCommand | None: ...
+
+    @overload
+    def answer(self, request: RemotingCommand, outcome: PutOutcome, uniq_keys: list[str],
+               frame: Literal[True]) -> RemotingCommand | bytes | None: ...
+
+    def answer(self, request: RemotingCommand, outcome: PutOutcome, uniq_keys: list[str],
+               frame: bool = False) -> RemotingCommand | bytes | None:
+        """The answer to a send; with ``frame``, a stored send's answer comes as its encoded frame."""
+        code = _SEND_CODES.get(outcome.status, ResponseCode.SYSTEM_ERROR)
+        if outcome.status not in _STORED or not outcome.results:
+            remark = outcome.remark
+            if outcome.status == "SERVICE_NOT_AVAILABLE":
+                remark = f"{_NOT_MASTER} ({outcome.remark})"
+            elif outcome.status == "IN_SYNC_REPLICAS_NOT_ENOUGH":
+                remark = f"in-sync replicas not enough: {outcome.remark}"
+            return answer(request, code, remark or outcome.status)
+        first = outcome.results[0]
+        ids = ",".join(self.msg_id(r.commit_log_offset) for r in outcome.results)
+        # SendMessageResponseHeader's fields, written directly: every value is ours and of its type
+        ext = {"msgId": ids, "queueId": str(first.queue_id), "queueOffset": str(first.queue_offset)}
+        if len(uniq_keys) == 1 and uniq_keys[0]:
+            ext["transactionId"] = uniq_keys[0]
+        if frame and not request.is_oneway:
+            return response_frame(request, code, ext)
+        return answer(request, code, None, ext)
+
+    def msg_id(self, commit_log_offset: int) -> str:
+        return (self.store_host.encode() + commit_log_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def born_host(conn: RemotingConnection) -> SocketAddress:
+    """The connection's peer as a message's born host, parsed once per connection."""
+    host = conn.attributes.get("bornHost")
+    if host is None:
+        name, _, port = conn.peer.rpartition(":")
+        host = conn.attributes["bornHost"] = SocketAddress.parse(name, _port(port))
+    return host
+
+
+def _port(text: str) -> int:
+    return int(text) if text.isdecimal() and int(text) < 65536 else 0
+
+
+def _large_batch(request: RemotingCommand) -> bool:
+    """A batch whose messages are many enough to be read off the loop (a single message costs little)."""
+    if len(request.body) <= INLINE_BYTES:
+        return False
+    return request.code == RC.SEND_BATCH_MESSAGE or request.ext_fields.get(
+        "batch" if request.code == RC.SEND_MESSAGE else "m", "").lower() in ("true", "1")

@@ -1,0 +1,257 @@
+"""RocketMQ's Java consumers on one broker, ours and RocketMQ's, for each tested client version: the same
+program (tests/rocketmq/java) and the same steps on both, the same verdicts expected.
+
+* **Orderly consumption across a rebalance** (LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42): a push consumer with
+  ``MessageListenerOrderly`` consumes a first run of numbered sync sends; a second consumer of the group
+  joins, the queues are shared out again, and a second run is sent. Every acknowledged message is consumed;
+  each consumer consumes each queue in queue order; and a queue that changes hands does so once, cleanly:
+  everything the first owner consumed of it comes before anything the second did (the lock's point).
+* **Consumption from a timestamp** (SEARCH_OFFSET_BY_TIMESTAMP 29): a first run, a time ``t`` after its last
+  acknowledgement, a second run; a lite pull consumer asks every queue's ``offsetForTimestamp(t)``, seeks
+  there and consumes exactly the second run. The broker's answer with each boundary type is also asked over
+  remoting, before, between and after the runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from mqctl.cluster import ControllerCluster, make_broker
+from services.common.remoting_client import RemotingClient
+from services.remoting import broker_headers as bh
+from services.remoting.command import make_request
+from tests.integration.conftest import FAST_BROKER_PROPS, FAST_SCANS
+from tests.interop.test_java_clients import GROUP, OurSide, TheirSide, kit_or_skip
+from tests.rocketmq import VERSIONS, RocketMQCluster, leftover_pids
+from tests.rocketmq.client_history import Consumed
+from tests.rocketmq.javaclients import ClientRun, JavaClients, wait_for
+from tests.rocketmq.jvm import poll
+
+pytestmark = pytest.mark.timeout(900)
+
+ORDERLY_TOPIC, TIME_TOPIC, QUEUES = "JavaOrderlyTopic", "JavaTimeTopic", 4
+ORDERLY_GROUP, SEEK_GROUP = "java-orderly", "java-seek"
+ROUNDS, SECOND_FIRST_SEQ = 60, 10_000
+START_S, RUN_S, CONSUME_S = 90.0, 120.0, 120.0
+
+
+@dataclass
+class Outcome:
+    label: str
+    acknowledged: frozenset[int] = frozenset()
+    consumed: dict[str, tuple[Consumed, ...]] = field(default_factory=dict)
+    before_t: dict[int, int] = field(default_factory=dict)  # queue -> messages of the first time run
+    offsets_for_t: dict[int, int] = field(default_factory=dict)
+    time_runs: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
+    boundaries: dict[str, int] = field(default_factory=dict)
+    expected_boundaries: dict[str, int] = field(default_factory=dict)
+
+    def orderly_lost(self) -> frozenset[int]:
+        return self.acknowledged - {c.seq for run in ("orderly-a", "orderly-b") for c in self.consumed.get(run, ())}
+
+    def out_of_order(self) -> list[str]:
+        """Per consumer and queue, offsets that do not increase."""
+        found = []
+        for run in ("orderly-a", "orderly-b"):
+            for queue in range(QUEUES):
+                offsets = [c.queue_offset for c in self.consumed.get(run, ()) if c.queue_id == queue]
+                if any(b <= a for a, b in itertools.pairwise(offsets)):
+                    found.append(f"{run} queue {queue}: {offsets[:40]}")
+        return found
+
+    def interleaved(self) -> list[int]:
+        """Queues both consumers consumed with their times interleaved (not one handover)."""
+        found = []
+        for queue in range(QUEUES):
+            a = [c.at_ms for c in self.consumed.get("orderly-a", ()) if c.queue_id == queue]
+            b = [c.at_ms for c in self.consumed.get("orderly-b", ()) if c.queue_id == queue]
+            if a and b and not (max(a) <= min(b) or max(b) <= min(a)):
+                found.append(queue)
+        return found
+
+    def verdict(self) -> dict[str, object]:
+        seek = {c.seq for c in self.consumed.get("seek", ())}
+        return {"orderly lost nothing": not self.orderly_lost(), "orderly in queue order": not self.out_of_order(),
+                "one clean handover per queue": not self.interleaved(),
+                "the joining consumer took queues": bool(self.consumed.get("orderly-b")),
+                "offsets for t as stored": self.offsets_for_t == self.before_t,
+                "consumed from t exactly the second run": seek == set(self.time_runs[1]),
+                "boundaries": self.boundaries == self.expected_boundaries}
+
+    def summary(self) -> str:
+        return (f"{self.label}: {self.verdict()}; acknowledged {len(self.acknowledged)}, lost "
+                f"{sorted(self.orderly_lost())[:10]}, out of order {self.out_of_order()[:2]}, interleaved "
+                f"{self.interleaved()}, consumed {({k: len(v) for k, v in self.consumed.items()})}, offsets for t "
+                f"{self.offsets_for_t} (stored before t {self.before_t}), boundaries {self.boundaries} (wanted "
+                f"{self.expected_boundaries})")
+
+
+class Lifecycle:
+    """The steps above against one side (a name server address and its broker's address)."""
+
+    def __init__(self, namesrv: str, broker: str, clients: JavaClients, folder: Path, label: str) -> None:
+        self.namesrv, self.broker, self.clients, self.folder = namesrv, broker, clients, folder
+        self.runs: dict[str, ClientRun] = {}
+        self.outcome = Outcome(label)
+
+    def run(self) -> Outcome:
+        try:
+            for topic in (ORDERLY_TOPIC, TIME_TOPIC):
+                created = self._start("create-topic", f"create-{topic}", topic=topic, queues=QUEUES)
+                assert created.wait(START_S + 30) == 0, created.describe()
+            self._orderly()
+            self._from_a_timestamp()
+        finally:
+            for run in self.runs.values():
+                if run.running():
+                    run.kill()
+        return self.outcome
+
+    def _orderly(self) -> None:
+        first = self._consumer("orderly-a")
+        acked = self._produce("orderly-1", ORDERLY_TOPIC, 0)
+        wait_for(lambda: acked <= first.history().seqs, CONSUME_S, "the first run consumed in order", (first,))
+        second = self._consumer("orderly-b")
+        acked |= self._produce("orderly-2", ORDERLY_TOPIC, SECOND_FIRST_SEQ)
+        wait_for(lambda: acked <= first.history().seqs | second.history().seqs, CONSUME_S,
+                 "both runs consumed by the two orderly consumers", (first, second))
+        for run in (first, second):
+            assert run.stop() == 0, run.describe()
+        self.outcome.acknowledged = frozenset(acked)
+        self.outcome.consumed.update({name: self.runs[name].history().consumed for name in ("orderly-a", "orderly-b")})
+
+    def _from_a_timestamp(self) -> None:
+        before = self._produce("time-1", TIME_TOPIC, 0)
+        sent = self.runs["time-1"].history().sent
+        t = max(s.at_ms for s in sent) + 1  # every message of the first run was stored by then
+        poll(lambda: time.time() * 1000 > t + 1 or None, 5.0, "the clock past t")
+        after = self._produce("time-2", TIME_TOPIC, SECOND_FIRST_SEQ)
+        self.outcome.time_runs = (frozenset(before), frozenset(after))
+        self.outcome.before_t = dict(Counter(s.queue_id for s in sent))
+        seek = self._start("seek-time", "seek", topic=TIME_TOPIC, group=SEEK_GROUP, timestamp=t)
+        wait_for(lambda: after <= seek.history().seqs, CONSUME_S, "the second run consumed from t", (seek,))
+        assert seek.stop() == 0, seek.describe()
+        history = seek.history()
+        self.outcome.consumed["seek"] = history.consumed
+        self.outcome.offsets_for_t = {int(f[2]): int(f[3]) for f in (line.split("\t") for line in history.other)
+                                      if f[0] == "OFFSET" and int(f[3]) > 0}
+        self._boundaries(t)
+
+    def _boundaries(self, t: int) -> None:
+        """Queue 0's offset by time, over remoting, before, between and after the runs, with each boundary."""
+        stored = self.outcome.before_t.get(0, 0)
+        total = stored + sum(1 for s in self.runs["time-2"].history().sent if s.queue_id == 0)
+        self.outcome.expected_boundaries = {"0 LOWER": 0, "0 UPPER": 0, "t LOWER": stored, "t UPPER": stored - 1,
+                                            "end LOWER": total, "end UPPER": total - 1}
+        times = {"0": 0, "t": t, "end": int(time.time() * 1000) + 60_000}
+
+        async def ask() -> dict[str, int]:
+            client, found = RemotingClient(5.0), {}
+            try:
+                for name, at in times.items():
+                    for boundary in ("LOWER", "UPPER"):
+                        answer = await client.call(self.broker, make_request(bh.SEARCH_OFFSET_BY_TIMESTAMP, 0, {
+                            "topic": TIME_TOPIC, "queueId": "0", "timestamp": str(at), "boundaryType": boundary}))
+                        found[f"{name} {boundary}"] = int(answer.ext_fields.get("offset", "-1"))
+            finally:
+                await client.close()
+            return found
+        self.outcome.boundaries = asyncio.run(ask())
+
+    def _produce(self, name: str, topic: str, first: int) -> set[int]:
+        run = self._start("produce", name, topic=topic, modes="sync", rounds=ROUNDS, first=first, pause_ms=10)
+        assert run.wait(RUN_S) == 0, run.describe()
+        return set(run.history().acknowledged)
+
+    def _consumer(self, name: str) -> ClientRun:
+        run = self._start("push", name, topic=ORDERLY_TOPIC, group=ORDERLY_GROUP, listener="orderly", threads=2)
+        wait_for(lambda: run.history().started, START_S, f"{name} to start", (run,))
+        return run
+
+    def _start(self, mode: str, name: str, **options: object) -> ClientRun:
+        run = self.clients.start(mode, self.folder / name, namesrv=self.namesrv, **options)
+        self.runs[name] = run
+        return run
+
+
+@contextmanager
+def our_broker(root: Path) -> Iterator[OurSide]:
+    """One mqctl controller (the name server too) and one broker, its master."""
+    controllers = ControllerCluster(root / "controllers", size=1, extra=dict(FAST_SCANS))
+    controllers.configure()
+    side = OurSide(controllers)
+    try:
+        controllers.start()
+        controllers.leader(timeout=60)
+        side.brokers.append(make_broker(root, GROUP, 0, controllers.addresses, set(), **FAST_BROKER_PROPS))
+        side.brokers[0].start()
+        poll(lambda: side.master() or None, 120.0, "a master of broker-a")
+        yield side
+    finally:
+        for broker in side.brokers:
+            broker.stop()
+        controllers.stop()
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def clients(request: pytest.FixtureRequest) -> JavaClients:
+    version: str = request.param
+    return kit_or_skip(lambda: JavaClients(version).build())
+
+
+@pytest.fixture(scope="module")
+def ours(clients: JavaClients, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    root = tmp_path_factory.mktemp(f"ours-{clients.version}")
+    with our_broker(root) as side:
+        master = side.master()
+        assert master is not None
+        outcome = Lifecycle(side.namesrv, master, clients, root / "clients", "mqctl").run()
+    print(outcome.summary())
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def theirs(clients: JavaClients, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    root = tmp_path_factory.mktemp(f"rocketmq-{clients.version}")
+    cluster = RocketMQCluster(root / "cluster", clients.version, brokers=1, controllers=1)
+    kit_or_skip(cluster.start)
+    try:
+        side = TheirSide(cluster)
+        outcome = Lifecycle(side.namesrv, side.replicas()[0], clients, root / "clients", side.label).run()
+    finally:
+        cluster.stop()
+        left = leftover_pids(cluster.root)
+        assert not left, f"processes of RocketMQ {clients.version} outlived the stop: {left}"
+    print(outcome.summary())
+    return outcome
+
+
+@pytest.fixture(params=["ours", "theirs"])
+def outcome(request: pytest.FixtureRequest, clients: JavaClients) -> Outcome:
+    found: Outcome = request.getfixturevalue(request.param)
+    return found
+
+
+def test_orderly_consumers_consume_every_message_in_queue_order_across_a_rebalance(outcome: Outcome) -> None:
+    assert not outcome.orderly_lost(), outcome.summary()
+    assert not outcome.out_of_order(), outcome.summary()
+    assert not outcome.interleaved() and outcome.consumed.get("orderly-b"), outcome.summary()
+
+
+def test_a_consumer_reads_from_a_timestamp_exactly_what_was_stored_after_it(outcome: Outcome) -> None:
+    assert outcome.offsets_for_t == outcome.before_t, outcome.summary()
+    assert {c.seq for c in outcome.consumed["seek"]} == set(outcome.time_runs[1]), outcome.summary()
+    assert outcome.boundaries == outcome.expected_boundaries, outcome.summary()
+
+
+def test_both_sides_agree(ours: Outcome, theirs: Outcome) -> None:
+    assert ours.verdict() == theirs.verdict(), f"\n{ours.summary()}\n{theirs.summary()}"
