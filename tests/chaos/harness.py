@@ -47,7 +47,7 @@ from tests.chaos.route_attack import attack as route_attack
 from tests.chaos.route_attack import poisoned, route_of
 from tests.netns.topology import IptablesUnavailable, NetemUnavailable, Topology
 from tests.support.frames import LARGEST_BODY, huge_request, send_frame
-from tests.support.strangers import Trickler, channel_url, cross_site_channel, raise_fd_limit
+from tests.support.strangers import TricklerProcess, channel_url, cross_site_channel, raise_fd_limit
 
 log = logging.getLogger("chaos")
 
@@ -577,7 +577,7 @@ class ChaosRun:
                          (raise_fd_limit() - 1024) // len(targets))  # as many as this process may open
         if per_target < 100:
             raise MqctlError("too few file descriptors here for the attack")
-        attack = Trickler(targets, per_target, pace_s=2.0).start()
+        attack = TricklerProcess(targets, per_target, pace_s=2.0).start()
         victim = rng.choice(slaves)
         self._record_fault("slowloris", f"{len(targets)} ports x {per_target} connections; {victim.name} restarted")
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import resource
 import socket
 import threading
@@ -162,6 +163,51 @@ class Trickler:
         finally:
             self.open_now -= 1
             writer.close()
+
+
+def _trickle_in_child(targets: list[tuple[str, int]], per_target: int, pace_s: float,
+                      opened: Any, stop: Any) -> None:
+    raise_fd_limit()
+    attack = Trickler(targets, per_target, pace_s).start()
+    while not stop.wait(0.2):
+        opened.value = attack.opened
+    attack.stop()
+
+
+@dataclass
+class TricklerProcess:
+    """A Trickler in a process of its own: the chaos harness's proxies and producers share its process, and
+    thousands of trickling connections on a thread there took the interpreter from them (the brokers'
+    heartbeats, passing the harness's proxies, then missed their deadlines: the harness, not the servers,
+    was starved)."""
+
+    targets: list[tuple[str, int]]
+    per_target: int
+    pace_s: float = 0.3
+    _process: Any = None
+    _opened: Any = None
+    _stop: Any = None
+
+    def start(self) -> TricklerProcess:
+        context = multiprocessing.get_context("spawn")
+        self._opened, self._stop = context.Value("q", 0), context.Event()
+        self._process = context.Process(target=_trickle_in_child, name="trickler", daemon=True,
+                                        args=(self.targets, self.per_target, self.pace_s, self._opened, self._stop))
+        self._process.start()
+        return self
+
+    @property
+    def opened(self) -> int:
+        return int(self._opened.value) if self._opened is not None else 0
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._stop.set()
+        self._process.join(timeout=30)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=10)
 
 
 def channel_url(address: str, cluster: str, group: str, broker_id: int, scheme: str = "ws") -> str:
