@@ -6,6 +6,7 @@ in a route once a node has orderMessageEnable."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -22,7 +23,7 @@ from services.remoting.namesrv_bodies import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
-from tests.integration.conftest import poll
+from tests.integration.conftest import poll, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -108,3 +109,32 @@ def test_kv_config_is_one_table_for_the_group_and_survives_a_sigkill_of_every_no
     update = call(other.address, RC.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
     assert update.code == ResponseCode.SUCCESS, update.remark
     assert asyncio.run(_route_with_order_conf(other.address)) == "broker-a:2;broker-b:2"
+
+
+def test_mqctl_name_server_commands_against_the_group(controllers: ControllerCluster) -> None:
+    """mqctl's name-server commands, with mqadmin's text, against three controllers given as -n."""
+    every = controllers.addresses
+    one = controllers.nodes[0].address
+    put_kv = run_cli("updateKvConfig", "-n", every, "-s", NS, "-k", "TopicC", "-v", "broker-a:8", "--format", "mqadmin")
+    assert (put_kv.returncode, put_kv.stdout) == (0, "create or update kv config to namespace success.\n"), put_kv.stderr
+    got = run_cli("getKvConfig", "-n", controllers.nodes[2].address, "-s", NS, "--format", "json")
+    assert json.loads(got.stdout) == {"namespace": NS, "table": {"TopicC": "broker-a:8"}}, got.stderr
+    config = run_cli("getNamesrvConfig", "-n", one, "--format", "mqadmin")
+    assert config.returncode == 0, config.stderr
+    assert config.stdout.startswith(f"============{one}============\n")
+    assert f"{'orderMessageEnable':<50}=  false\n" in config.stdout
+    refused = run_cli("updateNamesrvConfig", "-n", one, "-k", "kvConfigPath", "-v", "/tmp/x")
+    assert refused.returncode != 0 and "Can not update config in black list." in refused.stderr
+    updated = run_cli("updateNamesrvConfig", "-n", one, "-k", "enableAllTopicList", "-v", "false", "--format", "mqadmin")
+    assert updated.stdout == f"update name server config success![{one}]\nenableAllTopicList : false\n", updated.stderr
+    disabled = run_cli("topicList", "-n", one)
+    assert disabled.returncode != 0 and "disable" in disabled.stderr
+    listed = run_cli("topicList", "-n", controllers.nodes[1].address, "--format", "json")
+    assert json.loads(listed.stdout) == {"topics": []}, listed.stderr
+    wiped = run_cli("wipeWritePerm", "-n", every, "-b", "broker-a", "--format", "mqadmin")
+    assert wiped.stdout == "".join(f"wipe write perm of broker[broker-a] in name server[{n.address}] OK, 0\n"
+                                   for n in controllers.nodes), wiped.stderr
+    deleted = run_cli("deleteKvConfig", "-n", one, "-s", NS, "-k", "TopicC", "--format", "mqadmin")
+    assert deleted.stdout == "delete kv config from namespace success.\n", deleted.stderr
+    for node in controllers.nodes:
+        poll(lambda a=node.address: value_on(a, "TopicC") is None, 20, f"TopicC deleted on {node.address}")
