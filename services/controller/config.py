@@ -87,6 +87,11 @@ class ControllerConfig(TlsProperties):
     #: Refuse to start on a property name neither mqctl nor RocketMQ knows (default: warn and start,
     #: as RocketMQ ignores what it does not use).
     strictConfig: bool = False
+    #: The name server's (RocketMQ's NamesrvConfig): a route answer carries the topic's orderTopicConf from
+    #: the KV config's ORDER_TOPIC_CONFIG namespace.
+    orderMessageEnable: bool = False
+    #: The name server's: GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206) is served; false answers it "disable".
+    enableAllTopicList: bool = True
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -194,7 +199,10 @@ _BOUNDS = (
 RUNTIME_UPDATABLE = frozenset({
     "enableElectUncleanMaster", "acceptLegacySignatures", "notifyBrokerRoleChanged", "scanInactiveMasterInterval",
     "scanNotActiveBrokerInterval", "electMasterMaxRetryCount", "controllerRequestTimeoutMillis", "logLevel",
+    *("orderMessageEnable", "enableAllTopicList"),
 })
+#: What UPDATE_NAMESRV_CONFIG (318) may change: the name server's own properties that this node acts on.
+NAMESRV_UPDATABLE = ("enableAllTopicList", "orderMessageEnable")
 #: Never updatable remotely (RocketMQ's black list plus our own path and secret settings).
 BLACK_LIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome", "controllerStorePath",
                         "controllerRaftPassword", "controllerRaftPasswordFile", "authToken",

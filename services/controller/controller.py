@@ -330,6 +330,27 @@ class ControllerManager:
                                                "requestId")
             return replace(result, events=tuple(events))
 
+    async def write_anywhere(self, group: str, command: Command) -> ControllerResult:
+        """``write`` on the leader; on a follower, ``command`` is evaluated on this node's state and its events
+        go to the leader through Raft (pysyncobj forwards a follower's proposal), so that every node of the
+        group takes the write, as every name server takes mqadmin's KV writes. Only for commands whose
+        events are right however far this node's state trails (a KV put or delete: apply checks the bounds
+        again, alike on every node)."""
+        if self.serving:
+            return await self.write(group, command)
+        if self.raft is None or self.raft.journal_fault() is not None or self.leader_peer() is None:
+            return self.not_leader()
+        result = self.raft.read(command)
+        if not result.events:
+            return result
+        events = [stamp(e, self.clock.now_ms()) for e in result.events]
+        try:
+            await self.raft.propose_events(events, self.config.controllerRequestTimeoutMillis / 1000)
+        except RaftError as exc:
+            return ControllerResult(code=int(ResponseCode.SYSTEM_ERROR),
+                                    remark=f"{exc.reason} (forwarded to the leader); the request may be retried")
+        return replace(result, events=tuple(events))
+
     @contextlib.asynccontextmanager
     async def _group_lock(self, group: str) -> AsyncIterator[None]:
         lock, users = self._group_locks.get(group, (asyncio.Lock(), 0))

@@ -88,6 +88,24 @@ class CleanBrokerDataEvent(Event):
     clusterName: str = ""
 
 
+@dataclass(frozen=True)
+class PutKvConfigEvent(Event):
+    """The name server's KV config: ``key`` of ``namespace`` set to ``value`` (kv_config.py). A node of an
+    older version skips it as an unknown event type, as it skips any: upgrade every node before using it."""
+
+    TYPE: ClassVar[str] = "PUT_KV_CONFIG"
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class DeleteKvConfigEvent(Event):
+    TYPE: ClassVar[str] = "DELETE_KV_CONFIG"
+    namespace: str
+    key: str
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
     for cls in (
@@ -96,6 +114,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ElectMasterEvent,
         AlterSyncStateSetEvent,
         CleanBrokerDataEvent,
+        PutKvConfigEvent,
+        DeleteKvConfigEvent,
     )
 }
 

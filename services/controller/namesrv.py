@@ -65,6 +65,7 @@ MAX_BROKER_TIMEOUT_MS = 600_000
 #: The topic a client's producer falls back to for a topic nobody has created yet (autoCreateTopicEnable).
 AUTO_CREATE_TOPIC = "TBW102"
 PERM_WRITE = 2
+PERM_READ = 4
 #: TopicValidator: a topic name is 1-127 of these characters.
 TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
@@ -285,6 +286,48 @@ class RouteTable:
         queue_order = hash_map_order(queues)
         name_order = java_hash_order(queue_order, new_hash_set_table_size(len(queues)))
         return TopicRouteData(tuple(queues[n] for n in queue_order), tuple(shown[n] for n in name_order), {})
+
+    def topics(self) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic some group registered, in the order registered."""
+        self.expire()
+        return list(self._topics)
+
+    def member_group(self, broker_name: str) -> dict[int, str]:
+        """GET_BROKER_MEMBER_GROUP: the group's ids and addresses as routes show them (none: not registered)."""
+        self.expire()
+        return self.addresses(broker_name)
+
+    # ------------------------------------------------------------------ operators' writes (205, 327, 216)
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (``writable`` False: every queue of the group loses PERM_WRITE) or
+        ADD_WRITE_PERM_OF_BROKER (True: every queue becomes read-write, whatever it was, as RocketMQ sets it).
+        Returns the number of topics changed. It lasts until the group's master registers another DataVersion
+        (a changed topic config), as in RocketMQ; routes still show only what ``addresses`` allows."""
+        self.expire()
+        count = 0
+        for queues in self._topics.values():
+            queue = queues.get(broker_name)
+            if queue is None:
+                continue
+            perm = PERM_READ | PERM_WRITE if writable else queue.perm & ~PERM_WRITE
+            queues[broker_name] = QueueData(broker_name, queue.read_queue_nums, queue.write_queue_nums, perm,
+                                            queue.topic_sys_flag)
+            count += 1
+        return count
+
+    def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        """DELETE_TOPIC_IN_NAMESRV: the topic's routes on every group, or on the groups of ``cluster``. A group
+        that still has the topic brings it back with its next registration, as in RocketMQ."""
+        self.expire()
+        queues = self._topics.get(topic)
+        if queues is None:
+            return
+        names = list(queues) if not cluster else [n for n in self._clusters.get(cluster, {}) if n in queues]
+        for name in names:
+            del queues[name]
+            self._entries -= 1
+        if not queues:
+            del self._topics[topic]
 
     def live_brokers(self) -> list[tuple[str, str, str]]:
         """(cluster, broker name, address) of every registration held."""

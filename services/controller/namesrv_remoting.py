@@ -16,8 +16,9 @@ thousand at a time between turns of the loop (``RouteTable.registering``), one r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, TypeVar
 
 from services.common.codes import ResponseCode
@@ -91,9 +92,12 @@ T = TypeVar("T")
 
 
 class NameServerRemoting:
-    def __init__(self, table: RouteTable, offload: Offload | None = None) -> None:
+    def __init__(self, table: RouteTable, offload: Offload | None = None,
+                 order_topic_conf: Callable[[str], str | None] | None = None) -> None:
+        """``order_topic_conf``: a topic's orderTopicConf for its route (None: the route has none)."""
         self.table = table
         self.offload = offload or Offload()
+        self.order_topic_conf = order_topic_conf or (lambda topic: None)
         self._registering = asyncio.Lock()
 
     async def register_broker(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -134,6 +138,9 @@ class NameServerRemoting:
         route = self.table.route(req.topic)
         if route is None:
             return make_response(request, ResponseCode.TOPIC_NOT_EXIST, topic_not_exist(req.topic))
+        order_conf = self.order_topic_conf(req.topic)
+        if order_conf is not None:
+            route = dataclasses.replace(route, order_topic_conf=order_conf)
         standard = request.version >= STANDARD_JSON_VERSION or bool(req.accept_standard_json_only)
         return make_response(request, ResponseCode.SUCCESS, None, None, route.encode(standard=standard))
 

@@ -32,11 +32,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from services.common.codes import ResponseCode
-from services.common.errors import ConfigError
 from services.common.offload import Busy, Offload
-from services.common.props import parse_properties
 from services.controller.heartbeat import MAX_PRIORITY, Heartbeat
 from services.controller.namesrv import RouteTable
+from services.controller.namesrv_admin import NameServerAdmin, read_properties
 from services.controller.namesrv_remoting import NameServerRemoting, controller_view
 from services.controller.state_machine import ControllerResult, ElectMasterRequest
 from services.remoting import bodies
@@ -66,7 +65,9 @@ RC = RequestCode
 PROTECTED = frozenset({RC.BROKER_HEARTBEAT, RC.CONTROLLER_ALTER_SYNC_STATE_SET, RC.CONTROLLER_ELECT_MASTER,
                        RC.CONTROLLER_REGISTER_BROKER, RC.UPDATE_CONTROLLER_CONFIG, RC.CLEAN_BROKER_DATA,
                        RC.CONTROLLER_APPLY_BROKER_ID, RC.REGISTER_BROKER, RC.UNREGISTER_BROKER,
-                       RC.QUERY_DATA_VERSION, ext.GET_BROKER_KEYS})
+                       RC.QUERY_DATA_VERSION, ext.GET_BROKER_KEYS, RC.PUT_KV_CONFIG, RC.DELETE_KV_CONFIG,
+                       RC.WIPE_WRITE_PERM_OF_BROKER, RC.ADD_WRITE_PERM_OF_BROKER, RC.DELETE_TOPIC_IN_NAMESRV,
+                       RC.UPDATE_NAMESRV_CONFIG})
 
 #: The connection attribute naming the broker that owns it: (clusterName, brokerName, brokerId).
 BROKER = "broker"
@@ -89,8 +90,9 @@ class ControllerRemoting:
     def __init__(self, manager: ControllerManager) -> None:
         self.m = manager
         self.offload = Offload(name="controller-decode")
-        self.namesrv = NameServerRemoting(RouteTable(manager.clock.monotonic_ms, controller_view(manager),
-                                                     wall_ms=manager.clock.now_ms), self.offload)
+        table = RouteTable(manager.clock.monotonic_ms, controller_view(manager), wall_ms=manager.clock.now_ms)
+        self.admin = NameServerAdmin(table, manager, self.offload)
+        self.namesrv = NameServerRemoting(table, self.offload, self.admin.order_topic_conf)
         self._verifier: Verifier | None = None
         self._routes = {
             RC.BROKER_HEARTBEAT: self._heartbeat,
@@ -111,6 +113,7 @@ class ControllerRemoting:
             RC.GET_BROKER_CLUSTER_INFO: self.namesrv.cluster_info,
             RC.QUERY_DATA_VERSION: self.namesrv.query_data_version,
             ext.GET_BROKER_KEYS: self._broker_keys,
+            **self.admin.routes(),
         }
 
     def limits(self) -> RequestLimits:
@@ -294,7 +297,7 @@ class ControllerRemoting:
         return make_response(request, ResponseCode.SUCCESS, None, None, text.encode("utf-8"))
 
     async def _update_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        props = await self.offload.run(len(request.body), lambda: _properties(request.body))
+        props = await self.offload.run(len(request.body), lambda: read_properties(request.body))
         result = self.m.apply_config_update(props)
         return _answer(request, result)
 
@@ -318,7 +321,8 @@ def request_limits(served: Iterable[int]) -> RequestLimits:
     invalid = ResponseCode.INVALID_PARAMETER
     bodies: dict[int, BodyLimit] = {RC.REGISTER_BROKER: BodyLimit(REGISTRATION_BODY, invalid),
                                     RC.CONTROLLER_GET_SYNC_STATE_DATA: BodyLimit(BROKER_NAMES_BODY, invalid)}
-    for code in (RC.CONTROLLER_ALTER_SYNC_STATE_SET, RC.UPDATE_CONTROLLER_CONFIG, RC.QUERY_DATA_VERSION):
+    for code in (RC.CONTROLLER_ALTER_SYNC_STATE_SET, RC.UPDATE_CONTROLLER_CONFIG, RC.QUERY_DATA_VERSION,
+                 RC.UPDATE_NAMESRV_CONFIG):
         bodies[code] = BodyLimit(SMALL_BODY, invalid)
     return server_limits(served, bodies, invalid, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
 
@@ -335,13 +339,6 @@ def role_change_request(payload: dict[str, Any]) -> RemotingCommand:
 def _identity(replica: dict[str, Any]) -> bodies.ReplicaIdentity:
     return bodies.ReplicaIdentity(replica["brokerName"], replica["brokerId"], replica["brokerAddress"],
                                   replica["alive"])
-
-
-def _properties(body: bytes) -> dict[str, str]:
-    try:
-        return parse_properties(body.decode("utf-8"), "the request body")
-    except (UnicodeDecodeError, ConfigError) as exc:
-        raise BodyError(f"the body is not properties text: {exc}") from None
 
 
 def _prop(value: object) -> str:

@@ -15,6 +15,9 @@ no clock, no randomness, no I/O, and it never raises (a Raft apply that raises w
 Each applied event is also appended to a bounded history (index, timestamp, and the broker-set's state
 after the event) that backs ``/v1/controller/events`` and the epoch-history reports.
 
+The state also holds the name server's KV config (``kv_config.py``): its events change that table only
+and are not part of the history (which is the broker-sets' story).
+
 Epoch arithmetic: a successful election bumps masterEpoch and syncStateSetEpoch and resets the set to
 ``{newMaster}``; a failed controller-triggered election clears the master and bumps masterEpoch only; a
 successful alter bumps syncStateSetEpoch only.
@@ -39,10 +42,13 @@ from services.controller.events import (
     AlterSyncStateSetEvent,
     ApplyBrokerIdEvent,
     CleanBrokerDataEvent,
+    DeleteKvConfigEvent,
     ElectMasterEvent,
     Event,
+    PutKvConfigEvent,
     UpdateBrokerAddressEvent,
 )
+from services.controller.kv_config import KvConfig, KvRefused
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +229,8 @@ class ReplicasInfoManager:
         self.applied_requests: OrderedDict[str, None] = OrderedDict()
         #: The controller group's id (store_identity.py): set once, by the first identity entry committed.
         self.cluster_id: str | None = None
+        #: The name server's KV config (kv_config.py), replicated like the rest.
+        self.kv = KvConfig()
 
     # ------------------------------------------------------------------ snapshots (pickle-safe)
     def __getstate__(self) -> dict[str, Any]:
@@ -242,6 +250,8 @@ class ReplicasInfoManager:
         }
         if self.cluster_id is not None:
             state["clusterId"] = self.cluster_id  # an older version's snapshot reader ignores the key
+        if self.kv.table:
+            state["kvConfig"] = self.kv.to_dict()  # likewise; absent from a snapshot written before it existed
         return state
 
     def load_dict(self, state: dict[str, Any]) -> None:
@@ -255,6 +265,7 @@ class ReplicasInfoManager:
         _trim(self.applied_requests)
         self.cluster_id = None
         self.adopt_cluster_id(state.get("clusterId"))
+        self.kv.load_dict(state.get("kvConfig"))
 
     # ------------------------------------------------------------------ request de-duplication
     def seen_request(self, request_id: str) -> bool:
@@ -308,6 +319,20 @@ class ReplicasInfoManager:
             "inSyncReplicas": [identity(i) for i in sorted(bs.syncStateSet) if i in bs.brokers],
             "notInSyncReplicas": [identity(i) for i in sorted(bs.brokers) if i not in bs.syncStateSet],
         }
+
+    # ------------------------------------------------------------------ the name server's KV config
+    def put_kv_config(self, namespace: str, key: str, value: str) -> ControllerResult:
+        try:
+            return ControllerResult(events=(self.kv.put_command(namespace, key, value),))
+        except KvRefused as exc:
+            return _fail(exc.code, exc.remark)
+
+    def delete_kv_config(self, namespace: str, key: str) -> ControllerResult:
+        try:
+            event = self.kv.delete_command(namespace, key)
+        except KvRefused as exc:
+            return _fail(exc.code, exc.remark)
+        return ControllerResult(events=(event,))  # even for a key not set here: a follower's view may trail
 
     # ------------------------------------------------------------------ write commands
     def apply_broker_id(self, cluster: str, broker_name: str, broker_id: int,
@@ -554,6 +579,12 @@ class ReplicasInfoManager:
             log.exception("failed to apply controller event %r; skipped", event)
 
     def _apply(self, event: Event) -> None:
+        if isinstance(event, PutKvConfigEvent):
+            self.kv.apply_put(event)
+            return
+        if isinstance(event, DeleteKvConfigEvent):
+            self.kv.apply_delete(event)
+            return
         if isinstance(event, ApplyBrokerIdEvent):
             self._apply_broker_id(event)
         elif isinstance(event, UpdateBrokerAddressEvent):

@@ -409,6 +409,56 @@ class TopicRouteData(Body):
                    filters, obj.string("orderTopicConf"), mapping)
 
 
+# ------------------------------------------------------------------------------ name-server admin
+
+
+@dataclass(frozen=True)
+class TopicList(Body):
+    """body/TopicList: the answer to 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER (``broker_addr`` is set only by
+    the broker-side codes that share the class)."""
+
+    topic_list: tuple[str, ...] = ()
+    broker_addr: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topicList": list(self.topic_list), "brokerAddr": self.broker_addr}
+
+    @classmethod
+    def read(cls, obj: _Obj) -> TopicList:
+        topics = tuple(dict.fromkeys(_string_item(item, path) for path, item in obj.items("topicList")))
+        return cls(topics, obj.string("brokerAddr"))
+
+
+@dataclass(frozen=True)
+class KVTable(Body):
+    """body/KVTable: one namespace of the name server's KV config (219's answer)."""
+
+    table: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": dict(self.table)}
+
+    @classmethod
+    def read(cls, obj: _Obj) -> KVTable:
+        return cls({_str_key(name, path): _string_item(item, path) for name, path, item in obj.entries("table")})
+
+
+@dataclass(frozen=True)
+class GetBrokerMemberGroupResponseBody(Body):
+    """body/GetBrokerMemberGroupResponseBody: the answer to 901 GET_BROKER_MEMBER_GROUP."""
+
+    broker_member_group: BrokerMemberGroup | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        group = self.broker_member_group
+        return {"brokerMemberGroup": None if group is None else group.to_json()}
+
+    @classmethod
+    def read(cls, obj: _Obj) -> GetBrokerMemberGroupResponseBody:
+        group = obj.data.get("brokerMemberGroup")
+        return cls(None if group is None else BrokerMemberGroup.read(_Obj(group, obj.at("brokerMemberGroup"))))
+
+
 # ------------------------------------------------------------------------------------- plain lists
 
 

@@ -439,6 +439,85 @@ class QueryDataVersionResponseHeader(CustomHeader):
     changed: bool = _bool("changed", required=True, default=MISSING)
 
 
+@dataclass(frozen=True, kw_only=True)
+class PutKVConfigRequestHeader(CustomHeader):
+    """100 PUT_KV_CONFIG: set one key of a namespace of the name server's KV config."""
+
+    namespace: str = _string("namespace", required=True, default=MISSING)
+    key: str = _string("key", required=True, default=MISSING)
+    value: str = _string("value", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetKVConfigRequestHeader(CustomHeader):
+    """101 GET_KV_CONFIG; the value comes back in GetKVConfigResponseHeader."""
+
+    namespace: str = _string("namespace", required=True, default=MISSING)
+    key: str = _string("key", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteKVConfigRequestHeader(CustomHeader):
+    """102 DELETE_KV_CONFIG."""
+
+    namespace: str = _string("namespace", required=True, default=MISSING)
+    key: str = _string("key", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetKVConfigResponseHeader(CustomHeader):
+    """The answer to 101: the value (absent when the key is not set, with QUERY_NOT_FOUND)."""
+
+    value: str | None = _string("value")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetKVListByNamespaceRequestHeader(CustomHeader):
+    """219 GET_KVLIST_BY_NAMESPACE; the answer's body is bodies.KVTable."""
+
+    namespace: str = _string("namespace", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WipeWritePermOfBrokerRequestHeader(CustomHeader):
+    """205 WIPE_WRITE_PERM_OF_BROKER: every topic of a broker group becomes read-only in this name server."""
+
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WipeWritePermOfBrokerResponseHeader(CustomHeader):
+    wipe_topic_count: int = _int("wipeTopicCount", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AddWritePermOfBrokerRequestHeader(CustomHeader):
+    """327 ADD_WRITE_PERM_OF_BROKER: every topic of a broker group becomes readable and writable again."""
+
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AddWritePermOfBrokerResponseHeader(CustomHeader):
+    add_topic_count: int = _int("addTopicCount", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteTopicFromNamesrvRequestHeader(CustomHeader):
+    """216 DELETE_TOPIC_IN_NAMESRV: a topic's routes, on every group or on the groups of one cluster."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    cluster_name: str | None = _string("clusterName")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetBrokerMemberGroupRequestHeader(CustomHeader):
+    """901 GET_BROKER_MEMBER_GROUP; the answer's body is bodies.GetBrokerMemberGroupResponseBody."""
+
+    cluster_name: str = _string("clusterName", required=True, default=MISSING)
+    broker_name: str = _string("brokerName", required=True, default=MISSING)
+
+
 #: The request header class of each request code that has one.
 REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
@@ -454,6 +533,14 @@ REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
     RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
     RequestCode.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
+    RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
+    RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
+    RequestCode.DELETE_KV_CONFIG: DeleteKVConfigRequestHeader,
+    RequestCode.GET_KVLIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerRequestHeader,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
+    RequestCode.GET_BROKER_MEMBER_GROUP: GetBrokerMemberGroupRequestHeader,
 }
 
 #: The response header class of each request code whose answer has one.
@@ -467,11 +554,16 @@ RESPONSE_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdResponseHeader,
     RequestCode.REGISTER_BROKER: RegisterBrokerResponseHeader,
     RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
+    RequestCode.GET_KV_CONFIG: GetKVConfigResponseHeader,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerResponseHeader,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerResponseHeader,
 }
 
 __all__ = [
     "REQUEST_HEADERS",
     "RESPONSE_HEADERS",
+    "AddWritePermOfBrokerRequestHeader",
+    "AddWritePermOfBrokerResponseHeader",
     "AlterSyncStateSetRequestHeader",
     "AlterSyncStateSetResponseHeader",
     "ApplyBrokerIdRequestHeader",
@@ -479,8 +571,14 @@ __all__ = [
     "BrokerHeartbeatRequestHeader",
     "CleanControllerBrokerDataRequestHeader",
     "CustomHeader",
+    "DeleteKVConfigRequestHeader",
+    "DeleteTopicFromNamesrvRequestHeader",
     "ElectMasterRequestHeader",
     "ElectMasterResponseHeader",
+    "GetBrokerMemberGroupRequestHeader",
+    "GetKVConfigRequestHeader",
+    "GetKVConfigResponseHeader",
+    "GetKVListByNamespaceRequestHeader",
     "GetMetaDataResponseHeader",
     "GetNextBrokerIdRequestHeader",
     "GetNextBrokerIdResponseHeader",
@@ -489,6 +587,7 @@ __all__ = [
     "GetRouteInfoRequestHeader",
     "Kind",
     "NotifyBrokerRoleChangedRequestHeader",
+    "PutKVConfigRequestHeader",
     "QueryDataVersionRequestHeader",
     "QueryDataVersionResponseHeader",
     "RegisterBrokerRequestHeader",
@@ -496,4 +595,6 @@ __all__ = [
     "RegisterBrokerToControllerRequestHeader",
     "RegisterBrokerToControllerResponseHeader",
     "UnRegisterBrokerRequestHeader",
+    "WipeWritePermOfBrokerRequestHeader",
+    "WipeWritePermOfBrokerResponseHeader",
 ]

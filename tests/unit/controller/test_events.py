@@ -15,8 +15,10 @@ from services.controller.events import (
     AlterSyncStateSetEvent,
     ApplyBrokerIdEvent,
     CleanBrokerDataEvent,
+    DeleteKvConfigEvent,
     ElectMasterEvent,
     Event,
+    PutKvConfigEvent,
     UpdateBrokerAddressEvent,
     encode_batch,
     encode_entry,
@@ -40,6 +42,8 @@ EVENTS: list[Event] = [
     CleanBrokerDataEvent(BROKER, (1, 3), CLUSTER, timestamp=16),
     CleanBrokerDataEvent(BROKER, None, CLUSTER),
     CleanBrokerDataEvent(BROKER),
+    PutKvConfigEvent("ORDER_TOPIC_CONFIG", "TopicOrder", "broker-a:4", timestamp=17),
+    DeleteKvConfigEvent("ORDER_TOPIC_CONFIG", "TopicOrder"),
 ]
 
 IDS = [f"{type(e).__name__}-{i}" for i, e in enumerate(EVENTS)]
@@ -48,7 +52,8 @@ IDS = [f"{type(e).__name__}-{i}" for i, e in enumerate(EVENTS)]
 def test_every_event_type_is_covered() -> None:
     assert {type(e) for e in EVENTS} == set(EVENT_TYPES.values())
     assert set(EVENT_TYPES) == {
-        "APPLY_BROKER_ID", "UPDATE_BROKER_ADDRESS", "ELECT_MASTER", "ALTER_SYNC_STATE_SET", "CLEAN_BROKER_DATA"}
+        "APPLY_BROKER_ID", "UPDATE_BROKER_ADDRESS", "ELECT_MASTER", "ALTER_SYNC_STATE_SET", "CLEAN_BROKER_DATA",
+        "PUT_KV_CONFIG", "DELETE_KV_CONFIG"}
     for name, cls in EVENT_TYPES.items():
         assert name == cls.TYPE
     assert set(ELECT_REASONS) == {"INITIAL", "FAILOVER", "ADMIN", "UNCLEAN"}

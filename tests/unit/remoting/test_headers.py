@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.remoting import headers as h
 from services.remoting.codec import decode_frame, encode
 from services.remoting.command import RequestCode, SerializeType, make_request
 from services.remoting.errors import HeaderFieldError
@@ -130,6 +131,25 @@ GOLDEN: list[tuple[CustomHeader, dict[str, str]]] = [
     (QueryDataVersionRequestHeader(broker_name="b", broker_addr="a:1", cluster_name="c", broker_id=0),
      {"brokerName": "b", "brokerAddr": "a:1", "clusterName": "c", "brokerId": "0"}),
     (QueryDataVersionResponseHeader(changed=True), {"changed": "true"}),
+    # namesrv/PutKVConfigRequestHeader.java:26, GetKVConfigRequestHeader.java:26, DeleteKVConfigRequestHeader.java:26,
+    # GetKVConfigResponseHeader.java:25, GetKVListByNamespaceRequestHeader.java:26 (all but value @CFNotNull)
+    (h.PutKVConfigRequestHeader(namespace="ORDER_TOPIC_CONFIG", key="T", value="broker-a:4"),
+     {"namespace": "ORDER_TOPIC_CONFIG", "key": "T", "value": "broker-a:4"}),
+    (h.GetKVConfigRequestHeader(namespace="n", key="k"), {"namespace": "n", "key": "k"}),
+    (h.DeleteKVConfigRequestHeader(namespace="n", key="k"), {"namespace": "n", "key": "k"}),
+    (h.GetKVConfigResponseHeader(value="v"), {"value": "v"}),
+    (h.GetKVConfigResponseHeader(), {}),
+    (h.GetKVListByNamespaceRequestHeader(namespace="n"), {"namespace": "n"}),
+    # namesrv/WipeWritePermOfBrokerRequestHeader.java:26 and ResponseHeader:25, AddWritePermOf...: the same
+    (h.WipeWritePermOfBrokerRequestHeader(broker_name="b"), {"brokerName": "b"}),
+    (h.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=3), {"wipeTopicCount": "3"}),
+    (h.AddWritePermOfBrokerRequestHeader(broker_name="b"), {"brokerName": "b"}),
+    (h.AddWritePermOfBrokerResponseHeader(add_topic_count=0), {"addTopicCount": "0"}),
+    # namesrv/DeleteTopicFromNamesrvRequestHeader.java:26 (clusterName may be absent)
+    (h.DeleteTopicFromNamesrvRequestHeader(topic="T", cluster_name="c"), {"topic": "T", "clusterName": "c"}),
+    (h.DeleteTopicFromNamesrvRequestHeader(topic="T"), {"topic": "T"}),
+    # GetBrokerMemberGroupRequestHeader.java:27
+    (h.GetBrokerMemberGroupRequestHeader(cluster_name="c", broker_name="b"), {"clusterName": "c", "brokerName": "b"}),
 ]
 
 
@@ -213,7 +233,8 @@ def test_request_headers_by_code() -> None:
     assert REQUEST_HEADERS[904] is BrokerHeartbeatRequestHeader
     assert REQUEST_HEADERS[105] is GetRouteInfoRequestHeader
     assert RESPONSE_HEADERS[1005] is GetMetaDataResponseHeader
-    assert set(REQUEST_HEADERS) == {904, 1001, 1002, 1003, 1004, 1008, 1011, 1012, 1013, 103, 104, 105, 322}
+    assert set(REQUEST_HEADERS) == {904, 1001, 1002, 1003, 1004, 1008, 1011, 1012, 1013, 103, 104, 105, 322, 100, 101, 102,
+                                    219, 205, 327, 216, 901}
 
 
 @given(st.dictionaries(st.sampled_from(["clusterName", "brokerAddr", "brokerName", "brokerId", "epoch",
