@@ -23,6 +23,8 @@ from services.broker.remoting import BrokerRemoting
 from services.broker.replicas_manager import ReplicasManager, Role
 from services.broker.replication import AutoSwitchReplication, Replication
 from services.broker.retention import RetentionService
+from services.broker.schedule.delay_offsets import DelayOffsetFile
+from services.broker.schedule.service import ScheduleService
 from services.broker.slave_sync import SlaveSync, TopicSync
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
 from services.common.clock import Clock, SystemClock
@@ -78,6 +80,11 @@ class Broker:
         self.slave_sync = SlaveSync.of(
             self._offsets_master, self.consumer_offsets,
             TopicSync(self.store.created_topics, self.namesrv.note_topics, RemotingClient(timeout_s=3.0)))
+        self.delay_rules = config.delay_rules()
+        self.schedule = ScheduleService(self.delay_rules, self.store,
+                                        DelayOffsetFile(config.store_dir / "config" / "delayOffset.json"), self.put,
+                                        lambda: self.role is Role.MASTER, self.clock, RemotingClient(timeout_s=3.0))
+        self.slave_sync.syncs.append(self.schedule.sync_from)
         self.remoting = BrokerRemoting(self)
         self.put_listeners: list[Callable[[list[Message]], None]] = [self.remoting.on_put]
 
@@ -86,6 +93,7 @@ class Broker:
         with self.io_lock:
             self.store.open()
         self.consumer_offsets.load()
+        self.schedule.offsets.load()
         log.info("store %s opened: commitlog [%d, %d), confirmOffset %d, epochs %s", self.config.store_dir,
                  self.store.min_offset, self.store.max_offset, self.store.confirm_offset,
                  [str(e) for e in self.store.epochs.entries()])
@@ -98,10 +106,12 @@ class Broker:
         self.consumer_offsets.start()
         self.slave_sync.start()
         await self.remoting.start()
+        self.schedule.start()
         self.namesrv.start()
 
     async def stop(self) -> None:
         await self.namesrv.stop()
+        await self.schedule.stop()
         await self.remoting.stop()
         await self.slave_sync.stop()
         await self.consumer_offsets.stop()

@@ -14,6 +14,7 @@ from typing import Any
 
 from services.broker.contract import SEND_ROUTES
 from services.broker.retention import parse_delete_when
+from services.broker.schedule.levels import DEFAULT_LEVELS, DelayRules, parse_levels
 from services.common.addresses import check_address
 from services.common.auth import check_token
 from services.common.errors import AddressError, ConfigError
@@ -88,6 +89,11 @@ class BrokerConfig(TlsProperties):
     syncFromLastFile: bool = False
     maxMessageSize: int = 4 * 2**20
     defaultTopicQueueNums: int = 4
+    #: The delay of each level of a delayed message (RocketMQ's messageStoreConfig.messageDelayLevel); units s, m,
+    #: h, d; at most 64 levels. Every broker of a group should have the same levels.
+    messageDelayLevel: str = DEFAULT_LEVELS
+    #: How far ahead a timed message may be due (RocketMQ's timerMaxDelaySec, three days).
+    timerMaxDelaySec: int = 3 * 86400
     rebalanceLockMaxLiveTime: int = 60000  # ms; RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime
     fileReservedTime: int = 72  # hours (retention.py has the rules; RocketMQ's defaults throughout)
     deleteWhen: str = "04"
@@ -206,6 +212,12 @@ class BrokerConfig(TlsProperties):
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         if self.rebalanceLockMaxLiveTime < 1:
             raise ConfigError("rebalanceLockMaxLiveTime must be at least 1 (ms)")
+        try:
+            parse_levels(self.messageDelayLevel)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if not 0 < self.timerMaxDelaySec <= 10 * 365 * 86400:
+            raise ConfigError("timerMaxDelaySec must be between 1 and 315360000 (ten years)")
         self._validate_retention()
         if self.logLevel.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ConfigError(f"logLevel must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {self.logLevel!r}")
@@ -260,6 +272,10 @@ class BrokerConfig(TlsProperties):
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+
+    def delay_rules(self) -> DelayRules:
+        """The rules of delayed and timed messages this configuration gives (validate() checked them)."""
+        return DelayRules(parse_levels(self.messageDelayLevel), self.timerMaxDelaySec * 1000)
 
     def as_properties(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}

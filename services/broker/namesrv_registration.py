@@ -50,7 +50,7 @@ from services.remoting.namesrv_bodies import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AUTO_CREATE_TOPIC", "REGISTER_INTERVAL_S", "BrokerIdentity", "NamesrvRegistration",
+__all__ = ["AUTO_CREATE_TOPIC", "DLQ_PREFIX", "RETRY_PREFIX", "topic_config", "REGISTER_INTERVAL_S", "BrokerIdentity", "NamesrvRegistration",
            "register_request", "sign_registration", "topic_table", "unregister_request"]
 
 #: RocketMQ's registerNameServerPeriod default.
@@ -76,8 +76,22 @@ class BrokerIdentity:
     master_epoch: int
 
 
+#: RocketMQ's MixAll.RETRY_GROUP_TOPIC_PREFIX and DLQ_GROUP_TOPIC_PREFIX: a consumer group's retry topic and its
+#: dead-letter queue, each of one queue (the subscription group's retryQueueNums and DLQ_NUMS_PER_GROUP, both 1),
+#: read and write, as RocketMQ 5's broker creates them (createTopicInSendMessageBackMethod).
+RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
+
+
+def topic_config(topic: str, queue_nums: int) -> TopicConfig:
+    """How the broker announces ``topic``: a group's retry and dead-letter topics with one queue, the rest with
+    ``defaultTopicQueueNums``."""
+    if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        return TopicConfig(topic, 1, 1, PERM_READ_WRITE)
+    return TopicConfig(topic, queue_nums, queue_nums, PERM_READ_WRITE)
+
+
 def topic_table(topics: Iterable[str], queue_nums: int, self_test: bool = False) -> dict[str, TopicConfig]:
-    table = {t: TopicConfig(t, queue_nums, queue_nums, PERM_READ_WRITE) for t in sorted(topics)}
+    table = {t: topic_config(t, queue_nums) for t in sorted(topics)}
     table[AUTO_CREATE_TOPIC] = TopicConfig(AUTO_CREATE_TOPIC, queue_nums, queue_nums, PERM_READ_WRITE | PERM_INHERIT)
     if self_test:
         table.setdefault(SELF_TEST_TOPIC, TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_READ_WRITE))

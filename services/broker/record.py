@@ -321,6 +321,18 @@ def decode_index(buf: bytes | memoryview, pos: int, physical_offset: int) -> Ind
     return index_entry(buf, r, physical_offset)
 
 
+#: The topic that holds delayed messages, one queue per delay level (schedule/levels.py).
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: The most delay levels (queues of SCHEDULE_TOPIC) a broker may be configured with.
+MAX_DELAY_LEVELS = 64
+
+
+def queue_bound(topic: str, queue_nums: int) -> int:
+    """How many queues ``topic`` may have in the store: ``defaultTopicQueueNums``, or for SCHEDULE_TOPIC_XXXX one
+    per delay level, whatever the levels configured (so that replicas configured alike check alike)."""
+    return max(queue_nums, MAX_DELAY_LEVELS) if topic == SCHEDULE_TOPIC else queue_nums
+
+
 def check_chunk(offset: int, data: bytes, segment_size: int, queue_nums: int, max_body: int) -> list[IndexEntry]:
     """Check bytes a peer sent for ``offset``: whole, valid records (and BLANK padding) placed as a
     commitlog of ``segment_size`` places them, within the send path's limits (MessageStore.validate).
@@ -361,6 +373,6 @@ def _check_limits(r: Parsed, room: int, queue_nums: int, max_body: int, at: int)
     body = r.body.stop - r.body.start
     if not 0 < body <= max_body:
         raise InvalidRecord(f"body of {body} bytes (this broker accepts 1 to maxMessageSize {max_body})", at)
-    if r.queue_id >= queue_nums:
+    if r.queue_id >= queue_bound(r.topic, queue_nums):
         raise InvalidRecord(f"queueId {r.queue_id} is out of range 0..{queue_nums - 1} (defaultTopicQueueNums "
                             "must be the same on every replica of a group)", at)

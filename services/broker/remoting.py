@@ -7,7 +7,9 @@ codes                  processor                         served as
 =====================  ================================  ===========================================================
 10, 310, 320           send.py (SendMessageProcessor)    ``Broker.put`` (every quorum and durability rule), the put
                                                          status as RocketMQ's code; a slave answers
-                                                         SERVICE_NOT_AVAILABLE, so clients re-route
+                                                         SERVICE_NOT_AVAILABLE, so clients re-route; delayed and
+                                                         timed messages held (schedule/)
+36                     send.py                           a consumer's failed message to its retry topic or DLQ
 11, 361                pull.py (PullMessageProcessor)    remoting_pull.py: RocketMQ's message encoding in the body,
                                                          long polling
 14, 15, 38             consumer_manage.py                consumer offsets (consumer_offsets.py) and a group's clients
@@ -15,7 +17,7 @@ codes                  processor                         served as
                                                          goes to a group's clients when it changes
 41, 42                 consumer_manage.py                an orderly consumer's queue locks (rebalance_lock.py)
 29, 30, 31             query.py                          a queue's offset by store time, max and min offset
-17, 21, 43, 907,       admin.py (AdminBrokerProcessor)   topics, the whole offset table (how a slave copies it), the
+17, 21, 43, 45, 907,   admin.py (AdminBrokerProcessor)   topics, the whole offset tables (how a slave copies them), the
 908, 1007, 1008                                          controller mode's epoch entries, HA status, flush offset and
                                                          role hint
 other                  —                                 REQUEST_CODE_NOT_SUPPORTED
@@ -82,7 +84,8 @@ class BrokerRemoting:
         self.puts = PutBatcher(functools.partial(broker.put, validated=True))  # each send is validated alone
         self.offload = Offload(name="broker-decode")
         self._tasks: list[asyncio.Task[None]] = []
-        self.send = SendProcessor(config, store.validate, self.puts, self.offload, self.store_host)
+        self.send = SendProcessor(config, store.validate, self.puts, self.offload, self.store_host,
+                                  broker.delay_rules, broker.clock, store.commitlog.check_at)
         self.consumer_manage = ConsumerManageProcessor(config, store, broker.consumer_offsets, self.consumers,
                                                        broker.clock)
         self.pull = PullProcessor(config, store, self.consumers, self.arrivals, lambda: broker.role is Role.MASTER,
@@ -93,12 +96,13 @@ class BrokerRemoting:
         self.query = QueryProcessor(config, store)
         self.admin = AdminProcessor(config, store, broker.consumer_offsets, broker.clock, AdminParts(
             role=lambda: broker.role, epoch_cache=broker.epoch_cache, ha_status=broker.ha_status,
-            role_change_notified=broker.replicas.on_role_change_notified,
+            role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
             note_topics=broker.namesrv.note_topics, io_lock=broker.io_lock))
         send, pull, consumer, client, query, admin = (self.send, self.pull, self.consumer_manage, self.client_manage,
                                                       self.query, self.admin)
         self._routes: dict[int, Route] = {
             RC.SEND_MESSAGE: send.serve, RC.SEND_MESSAGE_V2: send.serve, RC.SEND_BATCH_MESSAGE: send.serve,
+            bh.CONSUMER_SEND_MSG_BACK: send.send_back,
             RC.PULL_MESSAGE: pull.serve, bh.LITE_PULL_MESSAGE: pull.serve,
             RC.QUERY_CONSUMER_OFFSET: consumer.query_offset, RC.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
             RC.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list, bh.LOCK_BATCH_MQ: consumer.lock_batch,
@@ -106,7 +110,7 @@ class BrokerRemoting:
             RC.HEART_BEAT: client.heartbeat, bh.UNREGISTER_CLIENT: client.unregister,
             RC.GET_MAX_OFFSET: query.max_offset, RC.GET_MIN_OFFSET: query.min_offset,
             bh.SEARCH_OFFSET_BY_TIMESTAMP: query.search_offset,
-            bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+            bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_DELAY_OFFSET: admin.all_delay_offsets, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
             bh.UPDATE_AND_CREATE_TOPIC: admin.create_topic, RC.GET_BROKER_EPOCH_CACHE: admin.epoch_cache,
             RC.GET_BROKER_HA_STATUS: admin.ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: admin.role_changed,
             bh.RESET_MASTER_FLUSH_OFFSET: admin.reset_master_flush_offset,

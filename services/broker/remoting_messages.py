@@ -10,8 +10,8 @@ with flag 0, sysFlag 0, born when stored, from 0.0.0.0:0. A client may not set a
 starts with ``__MQCTL.``.
 
 What the store cannot honour is refused rather than stored as an ordinary message: a transactional half
-message (``TRAN_MSG``, or a prepared sysFlag), a delayed or timed message (``DELAY`` above 0, the
-``TIMER_*`` properties). Clients get ``NO_PERMISSION`` and ``MESSAGE_ILLEGAL`` with a remark naming it.
+message (``TRAN_MSG``, or a prepared sysFlag) gets ``NO_PERMISSION`` with a remark naming it. Delayed and
+timed messages are stored in their schedule topics (schedule/levels.py).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ __all__ = ["RESERVED_PREFIX", "WIRE", "Refusal", "WireFields", "new_uniq_id", "s
 RESERVED_PREFIX = "__MQCTL."
 WIRE = RESERVED_PREFIX + "WIRE"
 _WIRE_VALUE = re.compile(r"(-?\d{1,11}),(-?\d{1,11}),(-?\d{1,20}),((?:[0-9a-f]{8}){1,4}),(\d{1,5}),(-?\d{1,11})")
-_UNSUPPORTED_TIMERS = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 _COUNTER = itertools.count()
 _UNIQ_PREFIX = os.getpid().to_bytes(4, "big")[-2:] + secrets.token_bytes(4)
 
@@ -102,13 +101,6 @@ def send_refusal(properties: dict[str, str], sys_flag: int) -> Refusal | None:
     if properties.get("TRAN_MSG", "").lower() == "true" or \
             sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
         return Refusal(ResponseCode.NO_PERMISSION, "transactional (half) messages are not supported by this broker")
-    delay = properties.get("DELAY", "0").strip()
-    timers = [name for name in _UNSUPPORTED_TIMERS if name in properties]
-    if (delay not in ("", "0")) or timers:
-        what = f"DELAY={delay[:20]}" if delay not in ("", "0") else timers[0]
-        return Refusal(ResponseCode.MESSAGE_ILLEGAL,
-                       f"delayed and timed messages are not supported by this broker ({what}); it would deliver "
-                       "the message at once")
     return None
 
 

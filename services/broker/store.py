@@ -25,7 +25,7 @@ from typing import Any
 from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
-from services.broker.record import MAX_TOPIC_LENGTH, IndexEntry, valid_topic
+from services.broker.record import MAX_TOPIC_LENGTH, IndexEntry, queue_bound, valid_topic
 from services.broker.retention import SegmentInfo
 from services.broker.topics import TopicRegistry
 from services.common.durable import atomic_write
@@ -214,7 +214,7 @@ class MessageStore:
         if len(msg.body) > self.max_message_size:
             raise MessageIllegal(f"message body of {len(msg.body)} bytes exceeds maxMessageSize "
                                  f"{self.max_message_size}")
-        if msg.queue_id is not None and not 0 <= msg.queue_id < self.queue_nums:
+        if msg.queue_id is not None and not 0 <= msg.queue_id < queue_bound(msg.topic, self.queue_nums):
             raise MessageIllegal(f"queueId {msg.queue_id} is out of range: topic {msg.topic} has queues "
                                  f"0..{self.queue_nums - 1}")
         # every text at once: one scan for the separators, one encoding for the size

@@ -24,7 +24,10 @@ __all__ = [
     "UPDATE_AND_CREATE_TOPIC",
     "CreateTopicRequestHeader",
     "BROKER_RESPONSE_HEADERS",
+    "CONSUMER_SEND_MSG_BACK",
+    "ConsumerSendMsgBackRequestHeader",
     "GET_ALL_CONSUMER_OFFSET",
+    "GET_ALL_DELAY_OFFSET",
     "GET_ALL_TOPIC_CONFIG",
     "RESET_MASTER_FLUSH_OFFSET",
     "ResetMasterFlushOffsetHeader",
@@ -58,7 +61,9 @@ UNREGISTER_CLIENT = 35
 NOTIFY_CONSUMER_IDS_CHANGED = 40
 LOCK_BATCH_MQ = 41
 UNLOCK_BATCH_MQ = 42
+CONSUMER_SEND_MSG_BACK = 36
 GET_ALL_CONSUMER_OFFSET = 43
+GET_ALL_DELAY_OFFSET = 45
 #: A DefaultLitePullConsumer's pull (its sysFlag carries PullSysFlag's lite-pull bit, 0x10): the same header and
 #: answer as 11, served by the same processor in RocketMQ's broker.
 LITE_PULL_MESSAGE = 361
@@ -294,6 +299,21 @@ class UnregisterClientRequestHeader(CustomHeader):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ConsumerSendMsgBackRequestHeader(CustomHeader):
+    """36 CONSUMER_SEND_MSG_BACK (header/ConsumerSendMsgBackRequestHeader): a message the consumer could not
+    consume, named by its commitlog ``offset``, to be retried (``delayLevel`` 0: the broker's backoff) or, below
+    0, sent to the dead-letter queue at once."""
+
+    offset: int = _long("offset", required=True, default=MISSING)
+    group: str = _string("group", required=True, default=MISSING)
+    delay_level: int = _int("delayLevel", required=True, default=MISSING)
+    origin_msg_id: str | None = _string("originMsgId")
+    origin_topic: str | None = _string("originTopic")
+    unit_mode: bool | None = _bool("unitMode")
+    max_reconsume_times: int | None = _int("maxReconsumeTimes")
+
+
+@dataclass(frozen=True, kw_only=True)
 class NotifyConsumerIdsChangedRequestHeader(CustomHeader):
     """40 NOTIFY_CONSUMER_IDS_CHANGED (oneway, broker -> client): rebalance this group now."""
 
@@ -330,6 +350,7 @@ BROKER_REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
     UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+    CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
     UPDATE_AND_CREATE_TOPIC: CreateTopicRequestHeader,
     NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
 }

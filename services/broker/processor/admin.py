@@ -1,7 +1,7 @@
 """What an administrator or a controller asks a broker: RocketMQ's AdminBrokerProcessor.
 
-UPDATE_AND_CREATE_TOPIC (17) and GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43: how a slave copies
-its master's table), the controller mode's GET_BROKER_EPOCH_CACHE (1007), GET_BROKER_HA_STATUS (907),
+UPDATE_AND_CREATE_TOPIC (17) and GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43) and
+GET_ALL_DELAY_OFFSET (45): how a slave copies its master's tables, the controller mode's GET_BROKER_EPOCH_CACHE (1007), GET_BROKER_HA_STATUS (907),
 RESET_MASTER_FLUSH_OFFSET (908) and NOTIFY_BROKER_ROLE_CHANGED (1008, a hint only). With ``authToken``
 set, the codes that change state (17, 908, 1008) count only when signed with it (services/remoting/acl.py).
 """
@@ -50,6 +50,7 @@ class AdminParts:
     role_change_notified: Callable[[], Awaitable[None]]
     note_topics: Callable[[list[str]], None]
     io_lock: threading.Lock
+    delay_offsets: Callable[[], bytes]
 
 
 class AdminProcessor:
@@ -61,6 +62,10 @@ class AdminProcessor:
         self.clock = clock
         self.parts = parts
         self._verifier: Verifier | None = None
+
+    async def all_delay_offsets(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """The delivery progress of delayed and timed messages (schedule/delay_offsets.py), as on disk."""
+        return answer(request, ResponseCode.SUCCESS, None, None, self.parts.delay_offsets())
 
     async def epoch_cache(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         data = self.parts.epoch_cache()

@@ -1,10 +1,13 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): RocketMQ's SendMessageProcessor.
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36): RocketMQ's
+SendMessageProcessor.
 
 A send is checked alone (header, topic, queue, properties, each message against the store's rules), then
 stored through the broker's put path (``PutBatcher`` over ``Broker.put``: role, SyncStateSet, quorum,
 flush and ack waits), and answered with the put status as RocketMQ's response code. Most sends take the
 connection's front path (``front``): checked at once, answered from the batcher's callback, no task each;
-a large batch is read off the loop (``serve``).
+a large batch is read off the loop (``serve``). A delayed or timed message is stored in its schedule topic,
+and a send to a retry topic past its group's maxReconsumeTimes in the group's dead-letter queue (as RocketMQ's
+handleRetryAndDLQ). ``send_back`` serves 36, a consumer's failed message (schedule/retry.py).
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, overload
 
 from services.broker.config import BrokerConfig
+from services.broker.consumer_offsets import GROUP_PATTERN
+from services.broker.namesrv_registration import topic_config
 from services.broker.processor.common import answer
 from services.broker.put_batcher import PutBatcher
-from services.broker.record import valid_topic
+from services.broker.record import MessageRecord, valid_topic
 from services.broker.remoting_messages import Refusal, to_store_messages
+from services.broker.schedule.levels import DelayRules, NotSchedulable
+from services.broker.schedule.retry import dead_letter, send_back
 from services.broker.store import Message, MessageIllegal
+from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.offload import INLINE_BYTES, Offload
 from services.common.remoting_conn import RemotingConnection
@@ -56,11 +64,16 @@ Prepared = RemotingCommand | tuple[list[Message], list[str]] | None
 
 class SendProcessor:
     """Built with what a send reads: the configuration, the store's message check, the put batcher, the
-    decoding worker and the store host that message ids carry."""
+    decoding worker, the store host that message ids carry, the rules of delayed messages and the clock
+    (a timed message's due time counts from its arrival)."""
 
     def __init__(self, config: BrokerConfig, validate: Callable[[Message], None], puts: PutBatcher,
-                 offload: Offload, store_host: SocketAddress) -> None:
+                 offload: Offload, store_host: SocketAddress, rules: DelayRules, clock: Clock,
+                 look: Callable[[int], MessageRecord | str]) -> None:
         self.config = config
+        self.look = look
+        self.rules = rules
+        self.clock = clock
         self.validate = validate
         self.puts = puts
         self.offload = offload
@@ -73,7 +86,7 @@ class SendProcessor:
         if request.code not in SEND_REQUESTS or _large_batch(request):
             return False
         try:
-            prepared = self.prepare(request, born_host(conn))
+            prepared = self.prepare(request, born_host(conn), self.clock.now_ms())
         except (HeaderFieldError, BodyError) as exc:
             prepared = answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
         if not isinstance(prepared, tuple):
@@ -94,17 +107,18 @@ class SendProcessor:
         return True
 
     async def serve(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-        host = born_host(conn)
-        prepared = await self.offload.run(len(request.body), lambda: self.prepare(request, host))
+        host, now = born_host(conn), self.clock.now_ms()
+        prepared = await self.offload.run(len(request.body), lambda: self.prepare(request, host, now))
         if not isinstance(prepared, tuple):
             return prepared
         messages, uniq_keys = prepared
         outcome = await self.puts.put(messages)
         return self.answer(request, outcome, uniq_keys)
 
-    def prepare(self, request: RemotingCommand, host: SocketAddress) -> Prepared:
-        """A send's messages and their UNIQ_KEYs, each checked on its own; or the refusal to answer (None for
-        a oneway send). Pure (reads only the configuration), so a large batch is prepared off the loop."""
+    def prepare(self, request: RemotingCommand, host: SocketAddress, now_ms: int) -> Prepared:
+        """A send's messages and their UNIQ_KEYs, each checked on its own, a delayed or timed one rewritten
+        into its schedule topic (schedule/levels.py); or the refusal to answer (None for a oneway send). Pure
+        (reads only the configuration), so a large batch is prepared off the loop."""
         header = bh.parse_send_header(request.code, dict(request.ext_fields))
         refusal = self.check(header, request.body)
         if refusal is not None:
@@ -115,7 +129,9 @@ class SendProcessor:
         try:
             for message in messages:  # alone, so that it cannot fail the sends it is stored with
                 self.validate(message)
-        except MessageIllegal as exc:
+            messages = [self.rules.schedule(dead_letter(m, header.reconsume_times or 0, header.max_reconsume_times),
+                                            now_ms) for m in messages]
+        except (MessageIllegal, NotSchedulable) as exc:
             return answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
         return messages, [m.properties.get("UNIQ_KEY", "") for m in messages]
 
@@ -125,7 +141,7 @@ class SendProcessor:
                            "illegal characters or is too long, allowing only ^[%|a-zA-Z0-9_-]+$ up to 127 characters")
         if header.topic in NOT_ALLOWED_SEND_TOPICS:
             return Refusal(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
-        queues = self.config.defaultTopicQueueNums
+        queues = topic_config(header.topic, self.config.defaultTopicQueueNums).write_queue_nums
         if header.queue_id >= queues:
             return Refusal(ResponseCode.INVALID_PARAMETER, f"request queueId[{header.queue_id}] is illegal, topic "
                            f"{header.topic} has queues 0..{queues - 1}")
@@ -133,6 +149,31 @@ class SendProcessor:
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, f"the batch of {len(body)} bytes exceeds maxMessageSize "
                            f"{self.config.maxMessageSize}")
         return None
+
+    async def send_back(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """CONSUMER_SEND_MSG_BACK (36): the message at the header's commitlog offset, stored again for a retry of
+        its group, or in its dead-letter queue (schedule/retry.py); SUCCESS once stored with PUT_OK, else
+        SYSTEM_ERROR (the client then sends it to the retry topic itself)."""
+        h = bh.ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+        if GROUP_PATTERN.fullmatch(h.group) is None or not valid_topic("%DLQ%" + h.group):
+            raise HeaderFieldError("ConsumerSendMsgBackRequestHeader", "group",
+                                   "must be 1-120 of letters, digits, '%', '|', '_' and '-'")
+        found = self.look(h.offset) if h.offset >= 0 else "a negative offset"
+        if isinstance(found, str):
+            return answer(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}: {found}")
+        props = dict(found.properties)
+        keys, tags = props.pop("KEYS", ""), props.pop("TAGS", "")
+        message = send_back(found.topic, keys, tags, props, found.body, found.store_timestamp, h.group,
+                            h.delay_level, h.max_reconsume_times, self.msg_id(found.physical_offset))
+        try:
+            self.validate(message)
+            message = self.rules.schedule(message, self.clock.now_ms())
+        except (MessageIllegal, NotSchedulable) as exc:
+            return answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        outcome = await self.puts.put([message])
+        if outcome.status != "PUT_OK":
+            return answer(request, ResponseCode.SYSTEM_ERROR, f"{outcome.status} {outcome.remark}".strip())
+        return answer(request, ResponseCode.SUCCESS)
 
     @overload
     def answer(self, request: RemotingCommand, outcome: PutOutcome, uniq_keys: list[str],

@@ -20,9 +20,12 @@ from services.broker.consumer_offsets import ConsumerOffsets
 from services.broker.remoting import BrokerRemoting
 from services.broker.remoting_messages import WIRE
 from services.broker.replicas_manager import Role
+from services.broker.schedule.delay_offsets import DelayOffsetFile
+from services.broker.schedule.service import ScheduleService
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
 from services.common.clock import FakeClock
 from services.common.codes import ResponseCode as C
+from services.common.remoting_client import RemotingClient
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import broker_bodies as bb
 from services.remoting import broker_headers as bh
@@ -69,6 +72,10 @@ class FakeBroker:
         self.put_listeners: list[Any] = []
         self.namesrv = FakeNamesrv()
         self.io_lock = threading.Lock()
+        self.delay_rules = self.config.delay_rules()
+        self.schedule = ScheduleService(self.delay_rules, self.store, DelayOffsetFile(root / "delayOffset.json"),
+                                        self.put, lambda: self.role is Role.MASTER, self.clock,
+                                        RemotingClient(timeout_s=1.0))
 
 
     async def put(self, messages: list[Message], validated: bool = False) -> PutOutcome:
@@ -205,8 +212,10 @@ def test_put_statuses_become_rocketmqs_send_codes(broker: FakeBroker, status: st
     (send_request(topic="bad/topic"), C.INVALID_PARAMETER, "The specified topic: bad/topic"),
     (send_request(queue_id=4), C.INVALID_PARAMETER, "queueId[4] is illegal"),
     (send_request(**{"__MQCTL.WIRE": "1"}), C.MESSAGE_ILLEGAL, "is reserved"),
-    (send_request(DELAY="3"), C.MESSAGE_ILLEGAL, "delayed and timed messages are not supported"),
-    (send_request(TIMER_DELIVER_MS="1"), C.MESSAGE_ILLEGAL, "TIMER_DELIVER_MS"),
+    (send_request(DELAY="three"), C.MESSAGE_ILLEGAL, "is not a delay level"),
+    (send_request(TIMER_DELAY_SEC="x"), C.MESSAGE_ILLEGAL, "TIMER_DELAY_SEC='x' is not a number"),
+    (send_request(TIMER_DELAY_SEC=str(3 * 86400 + 1)), C.MESSAGE_ILLEGAL, "more than timerMaxDelaySec"),
+    (send_request(topic="%RETRY%cg", queue_id=1), C.INVALID_PARAMETER, "has queues 0..0"),
     (send_request(TRAN_MSG="true"), C.NO_PERMISSION, "transactional"),
     (send_request(body=b""), C.MESSAGE_ILLEGAL, "body is empty"),
     (make_request(RC.SEND_MESSAGE, 1, {"topic": "T"}, b"x"), C.INVALID_PARAMETER, "'producerGroup' is missing"),
@@ -526,9 +535,9 @@ def test_a_role_change_notification_is_only_a_hint(broker: FakeBroker, tmp_path:
 
 
 def test_other_codes_are_not_supported(broker: FakeBroker) -> None:
-    answer = serve(broker, make_request(36, 1))
-    assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 36 not supported")
-    assert serve(broker, make_request(36, 1, oneway=True)) is None
+    answer = serve(broker, make_request(37, 1))
+    assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 37 not supported")
+    assert serve(broker, make_request(37, 1, oneway=True)) is None
 
 
 def test_the_http_api_does_not_show_the_reserved_wire_property() -> None:

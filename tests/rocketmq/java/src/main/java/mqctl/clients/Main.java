@@ -14,6 +14,7 @@ import java.util.Arrays;
  *               [--listener concurrently|orderly] [--reconsume-every K]
  * lite-pull     --namesrv A --topic T --group G --history F --until FILE [--expression *] [--assign true]
  * seek-time     --namesrv A --topic T --group G --history F --until FILE --timestamp MS   (SeekTime.java)
+ * poison        --namesrv A --topic T --group G --history F --until FILE --poison-every K --max-reconsume N   (PoisonConsume.java)
  * </pre>
  *
  * Every mode also takes {@code --deadline-s} (600: the longest it runs), {@code --route-poll-ms},
@@ -56,6 +57,8 @@ public final class Main {
                 return LitePull.run(options);
             case "seek-time":
                 return SeekTime.run(options);
+            case "poison":
+                return PoisonConsume.run(options);
             default:
                 throw new Options.UsageError("unknown mode " + args[0] + " in " + Arrays.toString(args));
         }
