@@ -1,6 +1,7 @@
 """One failover scenario, run with either kind of controllers (mqctl's or RocketMQ's DLedger group) and
-either kind of brokers (RocketMQ's Java brokers or mqctl's with ``controllerProtocol=remoting``), with our
-Java client producing through the name servers and consuming at the end (tests/rocketmq/client.py).
+either kind of brokers (RocketMQ's Java brokers or mqctl's with ``controllerProtocol=remoting``), with the
+tier's Java test program producing through the name servers and consuming at the end
+(tests/rocketmq/javaclients.py: one synchronous send at a time, every 50 ms; a push consumer of a new group).
 
 The steps (``run``), each waited on by asking the controller leader for the group's SyncStateSet (1006):
 
@@ -34,8 +35,9 @@ from typing import Protocol
 from services.remoting.bodies import EpochEntryCache, ReplicasInfo
 from services.remoting.command import RequestCode, make_request
 from tests.rocketmq import probe
-from tests.rocketmq.client import Consumed, JavaClient, Producer, Sent
-from tests.rocketmq.errors import NotReady
+from tests.rocketmq.client_history import History
+from tests.rocketmq.errors import NotReady, ProcessExited
+from tests.rocketmq.javaclients import ClientRun, JavaClients, wait_for
 from tests.rocketmq.jvm import poll
 from tests.support.remoting import ask
 
@@ -48,6 +50,8 @@ GROUP = "broker-a"
 #: 5.5.0. mqctl's controllers answer the master they elected (docs/compatibility.md, "Mixed clusters").
 SIGSTOP_STEADY = ("master SIGSTOPped", "stopped master continued", "controller leader killed")
 TOPIC = "InteropFailover"
+#: The producer's longest run (s): the scenario takes 1-4 minutes; the tests' own timeout is 900 s.
+PRODUCER_DEADLINE_S = 900
 
 
 class Controllers(Protocol):
@@ -98,24 +102,25 @@ class Record:
 
     milestones: list[Milestone] = field(default_factory=list)
     timeline: list[Milestone] = field(default_factory=list)  # every distinct view polled along the way
-    sent: list[Sent] = field(default_factory=list)
-    consumed: list[Consumed] = field(default_factory=list)
+    produced: History = field(default_factory=History)
+    consumed: History = field(default_factory=History)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
-    def acknowledged(self) -> set[int]:
-        return {s.number for s in self.sent if s.acknowledged}
+    def acknowledged(self) -> frozenset[int]:
+        return self.produced.acknowledged
 
     @property
-    def lost(self) -> set[int]:
-        return self.acknowledged - {c.key for c in self.consumed}
+    def lost(self) -> frozenset[int]:
+        return self.acknowledged - self.consumed.seqs
 
     def summary(self) -> str:
         """The milestones, every view polled, the sends that were not acknowledged and the timings."""
         lines = [f"milestone {m}" for m in self.milestones] + [f"view {m}" for m in self.timeline]
-        lines += [f"not acknowledged {s}" for s in self.sent if not s.acknowledged]
-        lines += [(f"sent {len(self.sent)}, acknowledged {len(self.acknowledged)}, "
-                  f"consumed {len({c.key for c in self.consumed})}, lost {len(self.lost)}: {sorted(self.lost)[:20]}")]
+        lines += [f"not acknowledged {s}" for s in self.produced.not_acknowledged]
+        lines += [(f"sent {len(self.produced.sent) + len(self.produced.failed)}, acknowledged "
+                   f"{len(self.acknowledged)}, consumed {len(self.consumed.seqs)}, lost {len(self.lost)}: "
+                   f"{sorted(self.lost)[:20]}")]
         return "\n".join(lines + [f"time {k}: {v:.1f} s" for k, v in self.timings.items()]) + "\n"
 
 
@@ -123,7 +128,7 @@ class Record:
 class Scenario:
     controllers: Controllers
     brokers: Brokers
-    client: JavaClient
+    client: JavaClients
     folder: Path
     #: How long a broker's heartbeat may be late before the controllers count it dead (its
     #: controllerHeartBeatTimeoutMills), and how often it beats.
@@ -133,7 +138,7 @@ class Scenario:
     #: RocketMQ's name server with RocketMQ's brokers: ``SIGSTOP_STEADY``); the continued one always must.
     all_back_after_sigstop: bool = True
     record: Record = field(default_factory=Record)
-    producer: Producer | None = None
+    producer: ClientRun | None = None
     _began: float = field(default_factory=time.monotonic)
 
     # ------------------------------------------------------------------------------ asking
@@ -172,9 +177,18 @@ class Scenario:
         return self.milestone("started", self.wait_view("all three in sync", lambda i: len(in_sync(i)) == 3))
 
     def start_producer(self) -> None:
-        self.producer = self.client.produce(self.folder / "producer", self.controllers.namesrv, TOPIC,
-                                            **{"interval-ms": 50, "route-poll-ms": 1000})
-        self.producer.wait_acknowledged(20, 120)
+        """Synchronous sends, one every 50 ms, to a topic the brokers create on its first send (TBW102)."""
+        self.producer = self.client.start("produce", self.folder / "producer", namesrv=self.controllers.namesrv,
+                                          topic=TOPIC, modes="sync", pause_ms=50, send_timeout_ms=5000,
+                                          deadline_s=PRODUCER_DEADLINE_S)
+        self.wait_acknowledged(20, 120)
+
+    def wait_acknowledged(self, count: int, timeout_s: float, after: int = -1) -> None:
+        """Until ``count`` messages numbered above ``after`` got SEND_OK."""
+        producer = self.producer
+        assert producer is not None
+        wait_for(lambda: sum(seq > after for seq in producer.history().acknowledged) >= count, timeout_s,
+                 f"{count} acknowledgements after message {after}", (producer,))
 
     def settle(self, master: int) -> None:
         """Pause the producer, wait until the replicas hold the same log and have each reported it in a
@@ -223,8 +237,7 @@ class Scenario:
     def acknowledged_after(self, step: str, count: int = 20) -> None:
         """The producer got ``count`` more acknowledgements after this point."""
         assert self.producer is not None
-        last = max((s.number for s in self.producer.history()), default=0)
-        self.producer.wait_acknowledged(count, 120, after=last)
+        self.wait_acknowledged(count, 120, after=self.producer.history().last_seq)
         self.record.timings[f"{step}: producer acknowledged again"] = time.monotonic() - self._began
 
     def kill_controller_leader(self) -> Milestone:
@@ -237,11 +250,15 @@ class Scenario:
         return self.milestone("controller leader killed", info)
 
     def finish(self) -> Record:
+        """The producer stops, then a consumer of a new group reads the topic from the start."""
         assert self.producer is not None
-        self.record.sent = self.producer.stop()
-        acknowledged = sorted(self.record.acknowledged)
-        self.record.consumed = self.client.consume(self.folder / "consumer", self.controllers.namesrv, TOPIC,
-                                                   expect=acknowledged, timeout_s=180, **{"idle-ms": 20000})
+        self.producer.resume()
+        code = self.producer.stop()
+        if code != 0:
+            raise ProcessExited(f"the Java producer exited with {code}:\n{self.producer.describe()}")
+        self.record.produced = self.producer.history()
+        self.record.consumed = self.client.read_from_start(self.folder / "consumer", self.controllers.namesrv, TOPIC,
+                                                           self.record.acknowledged, timeout_s=180, idle_s=20)
         self.record.timings["consumed"] = time.monotonic() - self._began
         return self.record
 
@@ -251,7 +268,7 @@ class Scenario:
         finally:
             if self.producer is not None:
                 self.producer.kill()
-                self.record.sent = self.record.sent or self.producer.history()
+                self.record.produced = self.producer.history()
             (self.folder / "record.txt").write_text(self.record.summary())
 
     def _run(self) -> Record:

@@ -1,6 +1,6 @@
 """RocketMQ's own Java brokers under mqctl's controllers, and the same scenario under RocketMQ's controllers
 (tests/interop/failover.py): three brokers in controller mode get ids, a master and a full SyncStateSet;
-our Java producer (DefaultMQProducer, the brokers with allAckInSyncStateSet=true) sends through the name
+the tier's Java producer (DefaultMQProducer, the brokers with allAckInSyncStateSet=true) sends through the name
 servers; the master is SIGKILLed, then SIGSTOPped, and the controller leader SIGKILLed; a consumer then
 reads every acknowledged message. Both runs must show the same masters, master epochs and SyncStateSets.
 
@@ -20,8 +20,8 @@ import pytest
 from tests.interop.failover import Record, Scenario
 from tests.interop.sides import JavaBrokers, OurControllers, TheirControllers
 from tests.rocketmq import VERSIONS, RocketMQ
-from tests.rocketmq.client import JavaClient
 from tests.rocketmq.fetch import require_java
+from tests.rocketmq.javaclients import JavaClients
 from tests.rocketmq.servers import BROKER_DEFAULTS, CONTROLLER_DEFAULTS, Runtime
 
 pytestmark = pytest.mark.timeout(900)
@@ -39,7 +39,7 @@ OUR_CONTROLLER = {"scanNotActiveBrokerInterval": CONTROLLER_DEFAULTS["scanNotAct
 
 def run(root: Path, version: str, ours: bool) -> Record:
     runtime = Runtime(require_java(), RocketMQ(version).fetch(), root / "home")
-    client = JavaClient(version).build()
+    client = JavaClients(version).build()
     controllers = (OurControllers(root / "controllers", OUR_CONTROLLER) if ours
                    else TheirControllers(runtime, root / "rocketmq", CONTROLLER_DEFAULTS))
     brokers = JavaBrokers(runtime, root / "brokers", controllers.addresses, controllers.namesrv, JAVA_BROKER)
@@ -72,7 +72,7 @@ def under_theirs(tmp_path_factory: pytest.TempPathFactory, version: str) -> Iter
 
 
 def check_no_loss(record: Record) -> None:
-    assert len(record.acknowledged) >= 100, record.sent[-5:]
+    assert len(record.acknowledged) >= 100, record.produced.not_acknowledged[-5:]
     assert not record.lost, f"acknowledged but not consumed: {sorted(record.lost)[:20]}"
 
 

@@ -1,7 +1,7 @@
 """mqctl's brokers under RocketMQ's own controllers and name server (tests/interop/failover.py's scenario):
 three brokers with ``controllerProtocol=remoting`` register with the DLedger controllers (1012, 1013, 1003),
 heartbeat (904), elect a master and expand the SyncStateSet (1001), and register with RocketMQ's name
-server (103, ``namesrvAddr``); our Java producer sends through it with every replica acking; the master is
+server (103, ``namesrvAddr``); the tier's Java producer sends through it with every replica acking; the master is
 SIGKILLed, then SIGSTOPped, and the controller leader SIGKILLed; no acknowledged message is lost.
 
 RocketMQ's controllers hold no broker keys (mqctl's 88001 is not served there), so the brokers prove their
@@ -20,8 +20,8 @@ import pytest
 from tests.interop.failover import Record, Scenario
 from tests.interop.sides import OurBrokers, TheirControllers
 from tests.rocketmq import VERSIONS, RocketMQ
-from tests.rocketmq.client import JavaClient
 from tests.rocketmq.fetch import require_java
+from tests.rocketmq.javaclients import JavaClients
 from tests.rocketmq.servers import CONTROLLER_DEFAULTS, Runtime
 
 pytestmark = pytest.mark.timeout(900)
@@ -36,7 +36,7 @@ OUR_BROKER = {"controllerProtocol": "remoting", "authToken": "interop-t0ken", "b
 
 def run(root: Path, version: str) -> Record:
     runtime = Runtime(require_java(), RocketMQ(version).fetch(), root / "home")
-    client = JavaClient(version).build()
+    client = JavaClients(version).build()
     controllers = TheirControllers(runtime, root / "rocketmq", CONTROLLER_DEFAULTS)
     brokers = OurBrokers(root / "brokers", controllers.addresses, {**OUR_BROKER, "namesrvAddr": controllers.namesrv})
     try:

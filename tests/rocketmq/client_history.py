@@ -9,6 +9,8 @@ SENT       seq, mode (sync, async, oneway, batch, delayed, transaction), send st
            queue offset, msgId, the store host (host:port of the broker that stored it, from its offset msgId)
 FAILED     seq, mode, the exception (class and message)
 ONEWAY     seq: handed to the client by a oneway send, never answered
+PAUSED     the next seq, async sends still unanswered: a producer's --pause-while file appeared
+RESUMED    the next seq: that file is gone
 ASSIGNED   the queues a lite-pull consumer in assign mode took
 REFUSED    seq, queue id, queue offset: a push consumer refused this delivery (--reconsume-every)
 CONSUMED   seq (-1 for a body the program did not write), queue id, queue offset, tags, keys, body length,
@@ -98,6 +100,8 @@ class History:
     failed: tuple[Failed, ...] = ()
     oneway: tuple[int, ...] = ()
     consumed: tuple[Consumed, ...] = ()
+    #: The next seq of each PAUSED line.
+    paused: tuple[int, ...] = ()
     other: tuple[str, ...] = ()
 
     @classmethod
@@ -108,6 +112,7 @@ class History:
         failed: list[Failed] = []
         oneway: list[int] = []
         consumed: list[Consumed] = []
+        paused: list[int] = []
         other: list[str] = []
         for line in text.split("\n")[:-1]:
             kind, _, rest = line.partition("\t")
@@ -122,15 +127,27 @@ class History:
                 oneway.append(int(f[1]))
             elif kind == "CONSUMED":
                 consumed.append(_consumed(f))
-            else:
+            elif kind == "PAUSED":
+                paused.append(int(f[1]))
+            elif kind != "RESUMED":
                 other.append(line)
         return cls(marks.get("STARTED"), marks.get("DONE"), tuple(sent), tuple(failed), tuple(oneway),
-                   tuple(consumed), tuple(other))
+                   tuple(consumed), tuple(paused), tuple(other))
 
     @property
     def acknowledged(self) -> frozenset[int]:
         """The numbers a broker answered SEND_OK for."""
         return frozenset(s.seq for s in self.sent if s.status == SEND_OK)
+
+    @property
+    def last_seq(self) -> int:
+        """The highest number a producer sent, whatever came of it (-1 before its first send)."""
+        return max((*(s.seq for s in self.sent), *(f.seq for f in self.failed), *self.oneway), default=-1)
+
+    @property
+    def not_acknowledged(self) -> tuple[Sent | Failed, ...]:
+        """Every send answered with another status than SEND_OK, or failed."""
+        return (*(s for s in self.sent if s.status != SEND_OK), *self.failed)
 
     def acknowledged_after(self, at_ms: float) -> frozenset[int]:
         return frozenset(s.seq for s in self.sent if s.status == SEND_OK and s.at_ms > at_ms)

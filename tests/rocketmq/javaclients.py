@@ -1,13 +1,15 @@
 """Our Java test program (``tests/rocketmq/java``, package ``mqctl.clients``): RocketMQ's own remoting clients
 (``DefaultMQProducer``, ``DefaultMQPushConsumer``, ``DefaultLitePullConsumer``) driven by modes, against our
-cluster or RocketMQ's.
+cluster, RocketMQ's, or a mix of the two; the one Java program of the rocketmq tier.
 
-``JavaClients(version).build()`` compiles the Maven project (every program in it) against ``rocketmq-client`` of
-that version, into the kit's cache (``<cache>/<version>/java-clients/<digest of the sources>/``: ``classes/`` and ``lib/``, the client
+``JavaClients(version).build()`` compiles the Maven project against ``rocketmq-client`` of that version, into the
+kit's cache (``<cache>/<version>/java-clients/<digest of the sources>/``: ``classes/`` and ``lib/``, the client
 and what it needs), once per version and source; a complete folder is reused without Maven. ``start(mode,
 folder, ...)`` runs one mode in its own JVM (``java -cp``), its ``user.home`` (the client's logs) in
 ``folder``, its history in ``folder/history.tsv`` (client_history.py reads it), its output in
 ``folder/console.log``; ``stop()`` asks it to end (the ``--until`` file) and waits, ``kill()`` does not ask.
+A producer can be paused and resumed (``pause()``, ``resume()``: its ``--pause-while`` file), and
+``read_from_start`` reads a topic from the first message of every queue with a push consumer of a new group.
 """
 
 from __future__ import annotations
@@ -114,8 +116,34 @@ class JavaClients:
         full = {**options, "history": run.history_file, "until": run.until_file}
         if mode == "create-topic":
             full.pop("history")
+        if mode == "produce":
+            full["pause_while"] = run.pause_file
         run.start(self.command(require_java(), mode, folder, full))
         return run
+
+    def read_from_start(self, folder: Path, namesrv: str, topic: str, expect: frozenset[int], timeout_s: float,
+                        idle_s: float, group: str = "mqctl-java-reader") -> History:
+        """Every message of ``topic``, read by a push consumer of ``group`` (a group new to the cluster starts at
+        the first message of every queue) until it consumed every number of ``expect``, consumed nothing new
+        for ``idle_s``, or ran ``timeout_s``; then stopped as a user stops it. What it consumed is its
+        history's: the caller says what is missing."""
+        run = self.start("push", folder, namesrv=namesrv, topic=topic, group=group, deadline_s=int(timeout_s) + 60)
+        deadline = time.monotonic() + timeout_s
+        seen, last_new = 0, time.monotonic()
+        while time.monotonic() < deadline:
+            history = run.history()
+            if history.started and expect <= history.seqs:
+                break
+            if len(history.consumed) > seen or not history.started:
+                seen, last_new = len(history.consumed), time.monotonic()
+            elif time.monotonic() - last_new >= idle_s:
+                break
+            run.check_running()
+            time.sleep(0.2)
+        code = run.stop()
+        if code != 0:
+            raise ProcessExited(f"the Java consumer reading {topic} exited with {code}:\n{run.describe()}")
+        return run.history()
 
 
 @dataclass
@@ -135,11 +163,16 @@ class ClientRun:
         return self.folder / "stop"
 
     @property
+    def pause_file(self) -> Path:
+        return self.folder / "pause"
+
+    @property
     def console(self) -> Path:
         return self.folder / "console.log"
 
     def start(self, command: list[str]) -> None:
         self.until_file.unlink(missing_ok=True)
+        self.pause_file.unlink(missing_ok=True)
         with self.console.open("ab") as out:
             self.process = subprocess.Popen(tied_to_parent(command), stdout=out, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, cwd=self.folder, start_new_session=True)
@@ -174,6 +207,16 @@ class ClientRun:
         """Asks it to end as a user would (its consumers shut down, committing their offsets) and waits."""
         self.until_file.touch()
         return self.wait(timeout_s)
+
+    def pause(self, timeout_s: float = 60.0) -> None:
+        """A producer sends nothing more once this returns (it wrote PAUSED; its async sends were answered)."""
+        before = len(self.history().paused)
+        self.pause_file.touch()
+        wait_for(lambda: len(self.history().paused) > before, timeout_s, f"the Java {self.mode} client to pause",
+                 (self,))
+
+    def resume(self) -> None:
+        self.pause_file.unlink(missing_ok=True)
 
     def kill(self) -> None:
         if self.running():

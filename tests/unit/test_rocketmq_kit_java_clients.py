@@ -1,4 +1,4 @@
-"""The kit's side of our Java test program: its history files read back (tests/rocketmq/client_history.py), the
+"""The kit's side of our Java test program (the tier's one Java program): its history files read back (tests/rocketmq/client_history.py), the
 numbered messages' rules (the same as Clients.java's), its build folder and command line
 (tests/rocketmq/javaclients.py), and what the failover scenario makes of the histories
 (tests/interop/java_failover.py)."""
@@ -45,6 +45,14 @@ def test_only_send_ok_is_acknowledged_and_repeated_deliveries_are_counted() -> N
     assert history.statuses() == {"SEND_OK": 2, "FLUSH_SLAVE_TIMEOUT": 1}
     assert (history.seqs, history.duplicates) == (frozenset({3}), 1)
     assert History.parse("") == History()
+
+
+def test_a_paused_producer_and_its_last_number() -> None:
+    history = History.parse("PAUSED\t1000\t5\t0\nRESUMED\t1001\t5\nFAILED\t1002\t5\tsync\tboom\n"
+                            "SENT\t1003\t6\tsync\tSLAVE_NOT_AVAILABLE\tbroker-a\t0\t1\tA\t-\n")
+    assert history.paused == (5,) and history.other == ()
+    assert history.last_seq == 6 and History().last_seq == -1
+    assert [getattr(s, "status", "FAILED") for s in history.not_acknowledged] == ["SLAVE_NOT_AVAILABLE", "FAILED"]
 
 
 def consumed(seq: int, keys: str, tags: str, length: int) -> Consumed:

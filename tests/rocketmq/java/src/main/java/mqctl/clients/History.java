@@ -11,7 +11,7 @@ import java.nio.file.StandardOpenOption;
 /**
  * What a run did, one line per event, written and flushed as it happens so that a test can follow it:
  * {@code KIND <TAB> wall-clock millis <TAB> fields...}. Lines from several threads never interleave.
- * The kinds and their fields are listed in tests/rocketmq/javaclients.py, which reads them.
+ * The kinds and their fields are listed in tests/rocketmq/client_history.py, which reads them.
  */
 final class History implements AutoCloseable {
     private final BufferedWriter out;

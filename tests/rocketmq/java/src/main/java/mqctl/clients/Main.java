@@ -9,7 +9,7 @@ import java.util.Arrays;
  * create-topic  --namesrv A --topic T [--queues 4]               creates T through TBW102's route, waits for its route
  * produce       --namesrv A --topic T --history F [--modes sync,async,oneway,batch] [--first 0] [--rounds N]
  *               [--until FILE] [--batch 3] [--pause-ms 20] [--send-timeout-ms 3000] [--group G]
- *               (modes also: delayed, transaction)
+ *               [--pause-while FILE]       (modes also: delayed, transaction; no send while FILE exists)
  * push          --namesrv A --topic T --group G --history F --until FILE [--expression *] [--threads 4]
  *               [--listener concurrently|orderly] [--reconsume-every K]
  * lite-pull     --namesrv A --topic T --group G --history F --until FILE [--expression *] [--assign true]

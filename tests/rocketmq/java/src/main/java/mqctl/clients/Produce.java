@@ -1,5 +1,6 @@
 package mqctl.clients;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,12 +20,17 @@ import org.apache.rocketmq.common.message.MessageExt;
  * Numbered messages in rounds, each round one send of every mode asked (a batch sends {@code --batch} messages),
  * until {@code --rounds} or {@code --until}. Besides sync, async, oneway and batch, two modes need more of a
  * broker: {@code delayed} (a sync send at delay level 2, five seconds) and {@code transaction} (a half message
- * whose local transaction commits at once; the producer is then a TransactionMQProducer). History lines:
+ * whose local transaction commits at once; the producer is then a TransactionMQProducer). With
+ * {@code --pause-while FILE} it sends nothing while that file exists: before the next round it waits for the
+ * answers of its async sends, writes PAUSED (so a test that sees the line knows no answered send is in flight)
+ * and waits for the file to go (or {@code --until}). History lines:
  * <pre>
  * STARTED  produce, client version
  * SENT     seq, mode, send status, broker name, queue id, queue offset, msgId, store host (an answer)
  * FAILED   seq, mode, the exception                                            (no answer, or a refusal)
  * ONEWAY   seq                                                                 (handed to the client; never answered)
+ * PAUSED   the next seq, async sends still unanswered                          (--pause-while: the file appeared)
+ * RESUMED  the next seq                                                        (the file is gone)
  * DONE     sent, failed, oneway, async sends still unanswered at the end
  * </pre>
  */
@@ -58,6 +64,7 @@ final class Produce {
         long rounds = options.number("rounds", -1);
         long pauseMs = options.number("pause-ms", 20);
         Clients.Until until = new Clients.Until(options);
+        Path pauseFile = options.has("pause-while") ? Path.of(options.text("pause-while")) : null;
         DefaultMQProducer producer = producer(options.text("group", "mqctl-java-producer"),
             modes.contains("transaction"));
         producer.setSendMsgTimeout((int) options.number("send-timeout-ms", 3000));
@@ -68,6 +75,9 @@ final class Produce {
             producer.start();
             history.write("STARTED", "produce", Clients.version());
             for (long round = 0; (rounds < 0 || round < rounds) && !until.reached(); round++) {
+                if (run.pauseWhile(pauseFile, until, seq)) {
+                    continue; // the run's end came while paused
+                }
                 for (String mode : modes) {
                     seq = run.send(mode, seq);
                 }
@@ -97,6 +107,20 @@ final class Produce {
             }
         });
         return producer;
+    }
+
+    /** Waits while ``file`` exists (see the class comment); whether ``until`` was reached meanwhile. */
+    private boolean pauseWhile(Path file, Clients.Until until, long next) throws InterruptedException {
+        if (file == null || !Files.exists(file)) {
+            return false;
+        }
+        int unanswered = drain(producer.getSendMsgTimeout() * 4L);
+        history.write("PAUSED", next, unanswered);
+        while (Files.exists(file) && !until.reached()) {
+            Thread.sleep(50);
+        }
+        history.write("RESUMED", next);
+        return until.reached();
     }
 
     /** Sends ``seq`` (a batch: from ``seq`` on) in ``mode``; returns the next number. */
