@@ -23,9 +23,11 @@ from services.broker.remoting import BrokerRemoting
 from services.broker.replicas_manager import ReplicasManager, Role
 from services.broker.replication import AutoSwitchReplication, Replication
 from services.broker.retention import RetentionService
+from services.broker.runtime_info import RuntimeFacts, runtime_facts
 from services.broker.schedule.delay_offsets import DelayOffsetFile
 from services.broker.schedule.service import ScheduleService
 from services.broker.slave_sync import SlaveSync, TopicSync
+from services.broker.stats import BrokerStats
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
 from services.common.clock import Clock, SystemClock
 from services.common.remoting_client import RemotingClient
@@ -85,6 +87,7 @@ class Broker:
                                         DelayOffsetFile(config.store_dir / "config" / "delayOffset.json"), self.put,
                                         lambda: self.role is Role.MASTER, self.clock, RemotingClient(timeout_s=3.0))
         self.slave_sync.syncs.append(self.schedule.sync_from)
+        self.stats = BrokerStats(self.clock.now_ms())
         self.remoting = BrokerRemoting(self)
         self.put_listeners: list[Callable[[list[Message]], None]] = [self.remoting.on_put]
 
@@ -145,7 +148,11 @@ class Broker:
             for listener in self.put_listeners:
                 listener(messages)
         self.put_counts[outcome.status] = self.put_counts.get(outcome.status, 0) + 1
-        self.metrics.put_latency.observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self.stats.on_put(self.clock.now_ms(), topic_counts(messages) if outcome.results else {},
+                          sum(r.next_offset - r.commit_log_offset for r in outcome.results), int(elapsed * 1000),
+                          bool(outcome.results))
+        self.metrics.put_latency.observe(elapsed)
         self.metrics.put_status.labels(outcome.status).inc()
         self.metrics.put_messages.labels(outcome.status).inc(len(messages))
         return outcome
@@ -264,6 +271,18 @@ class Broker:
             "roleChangedTimestamp": self.replicas.role_changed_ms,
             "storeWriteError": self.write_error, "consumeQueueError": self.store.index_error,
         }
+
+    def runtime_facts(self) -> RuntimeFacts:
+        """What GET_BROKER_RUNTIME_INFO reports besides the counters (runtime_info.py)."""
+        return runtime_facts(self.config, self.store, self.flush.flushed_offset, self.role is Role.MASTER,
+                             self.clock.now_ms())
+
+
+def topic_counts(messages: list[Message]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for msg in messages:
+        counts[msg.topic] = counts.get(msg.topic, 0) + 1
+    return counts
 
 
 def broker_key(config: BrokerConfig) -> BrokerKey:

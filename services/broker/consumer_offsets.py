@@ -98,6 +98,14 @@ class OffsetTable:
         queues = self._table.get(self.key(group, topic))
         return None if queues is None else queues.get(queue_id)
 
+    def topics_of(self, group: str) -> set[str]:
+        """The topics ``group`` has committed offsets of (RocketMQ's whichTopicByConsumer)."""
+        return {k.partition("@")[0] for k in self._table if k.partition("@")[2] == group}
+
+    def groups_of(self, topic: str) -> set[str]:
+        """The groups that committed offsets of ``topic`` (RocketMQ's whichGroupByTopic)."""
+        return {k.partition("@")[2] for k in self._table if k.partition("@")[0] == topic}
+
     def merge(self, other: ConsumerOffsetSerializeWrapper) -> int:
         """Take every entry of ``other`` (a master's table); returns how many offsets changed. Entries
         beyond MAX_KEYS are left out. A table holding an entry that is not topic@group, or one with more

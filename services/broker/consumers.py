@@ -126,3 +126,7 @@ class ConsumerGroups:
 
     def groups(self) -> list[str]:
         return sorted(self._groups)
+
+    def topics(self, group: str) -> set[str]:
+        """Every topic a client of ``group`` subscribes to."""
+        return {topic for client in self._groups.get(group, {}).values() for topic in client.subscriptions}

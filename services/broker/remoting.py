@@ -20,6 +20,8 @@ codes                  processor                         served as
 17, 21, 43, 45, 907,   admin.py (AdminBrokerProcessor)   topics, the whole offset tables (how a slave copies them), the
 908, 1007, 1008                                          controller mode's epoch entries, HA status, flush offset and
                                                          role hint
+28, 202, 203, 204,     stats.py (AdminBrokerProcessor's  runtime info (stats.py, runtime_info.py), a topic's queues, a
+208, 300               reads)                            group's progress, connections, who consumes a topic
 other                  —                                 REQUEST_CODE_NOT_SUPPORTED
 =====================  ================================  ===========================================================
 
@@ -39,6 +41,7 @@ import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from services.broker.connections import Connections
 from services.broker.consumers import ConsumerGroups
 from services.broker.processor.admin import AdminParts, AdminProcessor
 from services.broker.processor.client_manage import EXPIRY_SCAN_S, ClientManageProcessor
@@ -47,6 +50,7 @@ from services.broker.processor.consumer_manage import ConsumerManageProcessor
 from services.broker.processor.pull import PullProcessor
 from services.broker.processor.query import QueryProcessor
 from services.broker.processor.send import SEND_REQUESTS, SendProcessor
+from services.broker.processor.stats import StatsProcessor
 from services.broker.put_batcher import PutBatcher
 from services.broker.remoting_pull import Arrivals
 from services.broker.replicas_manager import Role
@@ -54,6 +58,7 @@ from services.broker.store import Message
 from services.common.codes import ResponseCode
 from services.common.offload import Busy, Offload
 from services.common.remoting_conn import RemotingConnection
+from services.remoting import admin_headers as ah
 from services.remoting import broker_headers as bh
 from services.remoting.command import RemotingCommand, RequestCode
 from services.remoting.errors import BodyError, HeaderFieldError
@@ -90,30 +95,38 @@ class BrokerRemoting:
                                                        broker.clock)
         self.pull = PullProcessor(config, store, self.consumers, self.arrivals, lambda: broker.role is Role.MASTER,
                                   self.consumer_manage.commit, self.store_host, store.has_topic)
+        self.connections = Connections()
+        self.stats = StatsProcessor(config, store, broker.stats, broker.consumer_offsets.table, self.consumers,
+                                    self.connections, broker.clock, broker.runtime_facts)
         self.client_manage = ClientManageProcessor(self.consumers, store.created_topics,
                                                    broker.namesrv.note_topics, broker.clock,
-                                                   self.offload)
+                                                   self.offload, self.stats.heard)
         self.query = QueryProcessor(config, store)
         self.admin = AdminProcessor(config, store, broker.consumer_offsets, broker.clock, AdminParts(
             role=lambda: broker.role, epoch_cache=broker.epoch_cache, ha_status=broker.ha_status,
             role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
             note_topics=broker.namesrv.note_topics, io_lock=broker.io_lock))
-        send, pull, consumer, client, query, admin = (self.send, self.pull, self.consumer_manage, self.client_manage,
-                                                      self.query, self.admin)
+        send, consumer, client, query, admin, stats = (self.send, self.consumer_manage, self.client_manage,
+                                                       self.query, self.admin, self.stats)
+        pull = stats.counted_pull(self.pull.serve)
         self._routes: dict[int, Route] = {
             RC.SEND_MESSAGE: send.serve, RC.SEND_MESSAGE_V2: send.serve, RC.SEND_BATCH_MESSAGE: send.serve,
             bh.CONSUMER_SEND_MSG_BACK: send.send_back,
-            RC.PULL_MESSAGE: pull.serve, bh.LITE_PULL_MESSAGE: pull.serve,
+            RC.PULL_MESSAGE: pull, bh.LITE_PULL_MESSAGE: pull,
             RC.QUERY_CONSUMER_OFFSET: consumer.query_offset, RC.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
             RC.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list, bh.LOCK_BATCH_MQ: consumer.lock_batch,
             bh.UNLOCK_BATCH_MQ: consumer.unlock_batch,
-            RC.HEART_BEAT: client.heartbeat, bh.UNREGISTER_CLIENT: client.unregister,
+            RC.HEART_BEAT: client.heartbeat, bh.UNREGISTER_CLIENT: self._unregister,
             RC.GET_MAX_OFFSET: query.max_offset, RC.GET_MIN_OFFSET: query.min_offset,
             bh.SEARCH_OFFSET_BY_TIMESTAMP: query.search_offset,
             bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_DELAY_OFFSET: admin.all_delay_offsets, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
             bh.UPDATE_AND_CREATE_TOPIC: admin.create_topic, RC.GET_BROKER_EPOCH_CACHE: admin.epoch_cache,
             RC.GET_BROKER_HA_STATUS: admin.ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: admin.role_changed,
             bh.RESET_MASTER_FLUSH_OFFSET: admin.reset_master_flush_offset,
+            ah.GET_BROKER_RUNTIME_INFO: stats.runtime_info, ah.GET_TOPIC_STATS_INFO: stats.topic_stats,
+            ah.GET_CONSUME_STATS: stats.consume_stats, ah.GET_CONSUMER_CONNECTION_LIST: stats.consumer_connections,
+            ah.GET_PRODUCER_CONNECTION_LIST: stats.producer_connections,
+            ah.QUERY_TOPIC_CONSUME_BY_WHO: stats.consume_by_who,
         }
         self.limits = request_limits(self._routes, config.maxMessageSize)
 
@@ -139,6 +152,7 @@ class BrokerRemoting:
         while True:
             await asyncio.sleep(EXPIRY_SCAN_S)
             self.client_manage.expire()
+            self.connections.expire(self.clock.now_ms())
             self.consumer_manage.locks.purge(self.clock.now_ms())
 
     async def stop(self) -> None:
@@ -165,6 +179,13 @@ class BrokerRemoting:
     def on_closed(self, conn: RemotingConnection) -> None:
         """A client's connection closed: its consumers leave their groups (RocketMQ's channel close)."""
         self.client_manage.channel_closed(conn)
+        self.connections.channel_closed(conn)
+
+    async def _unregister(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        result = await self.client_manage.unregister(request, conn)
+        h = bh.UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        self.connections.unregister(h.client_id, h.producer_group, h.consumer_group)
+        return result
 
 
 def request_limits(served: Iterable[int], max_message_size: int) -> RequestLimits:

@@ -15,5 +15,5 @@
 docs/remoting.md describes the wire format, the limits and how compatibility is tested.
 """
 
-__all__ = ["acl", "bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
+__all__ = ["acl", "admin_bodies", "admin_headers", "bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
            "javaorder", "jsonscan", "limits", "message", "mqctl_ext", "namesrv_bodies"]

@@ -27,7 +27,8 @@ from services.remoting import broker_headers as bh
 from services.remoting.command import RemotingCommand, make_request
 from services.remoting.errors import BodyError
 
-__all__ = ["EXPIRY_SCAN_S", "MAX_EXPRESSION", "RETRY_PREFIX", "ClientManageProcessor", "read_heartbeat"]
+__all__ = ["EXPIRY_SCAN_S", "MAX_EXPRESSION", "RETRY_PREFIX", "ClientManageProcessor", "read_heartbeat",
+           "read_heartbeat_data"]
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,11 @@ class ClientManageProcessor:
     decoding worker."""
 
     def __init__(self, consumers: ConsumerGroups, topics: TopicRegistry, note_topics: Callable[[list[str]], None],
-                 clock: Clock, offload: Offload) -> None:
+                 clock: Clock, offload: Offload,
+                 on_heard: Callable[[RemotingCommand, RemotingConnection, bb.HeartbeatData], None] | None = None) \
+            -> None:
         self.consumers = consumers
+        self.on_heard = on_heard
         self.topics = topics
         self.note_topics = note_topics
         self.clock = clock
@@ -52,7 +56,7 @@ class ClientManageProcessor:
         self._opaque = itertools.count(1)
 
     async def heartbeat(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-        client, groups = await self.offload.run(len(request.body), lambda: read_heartbeat(request.body))
+        data, client, groups = await self.offload.run(len(request.body), lambda: read_heartbeat_data(request.body))
         changed = []
         for group, subs in groups:
             try:
@@ -61,6 +65,8 @@ class ClientManageProcessor:
             except RegistryFull as exc:
                 return answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
         self.notify_groups(changed)
+        if self.on_heard is not None:
+            self.on_heard(request, conn, data)
         await self._retry_topics(group for group, _ in groups)
         return answer(request, ResponseCode.SUCCESS)
 
@@ -113,6 +119,11 @@ class ClientManageProcessor:
 def read_heartbeat(body: bytes) -> tuple[str, list[tuple[str, dict[str, str]]]]:
     """A heartbeat's client id and, per consumer group, its subscriptions (topic -> expression), every name
     and expression checked; pure, so a large one is read off the loop. Raises BodyError."""
+    return read_heartbeat_data(body)[1:]
+
+
+def read_heartbeat_data(body: bytes) -> tuple[bb.HeartbeatData, str, list[tuple[str, dict[str, str]]]]:
+    """``read_heartbeat``, with the heartbeat itself."""
     data = bb.HeartbeatData.decode(body)
     client = data.client_id or ""
     if not 0 < len(client) <= 1024:
@@ -123,7 +134,7 @@ def read_heartbeat(body: bytes) -> tuple[str, list[tuple[str, dict[str, str]]]]:
         if GROUP_PATTERN.fullmatch(group) is None:
             raise BodyError(f"consumerDataSet: groupName {group[:80]!r} is not a group name")
         groups.append((group, _subscriptions(consumer)))
-    return client, groups
+    return data, client, groups
 
 
 def _subscriptions(consumer: bb.ConsumerData) -> dict[str, str]:

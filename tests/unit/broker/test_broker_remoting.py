@@ -20,8 +20,10 @@ from services.broker.consumer_offsets import ConsumerOffsets
 from services.broker.remoting import BrokerRemoting
 from services.broker.remoting_messages import WIRE
 from services.broker.replicas_manager import Role
+from services.broker.runtime_info import RuntimeFacts, runtime_facts
 from services.broker.schedule.delay_offsets import DelayOffsetFile
 from services.broker.schedule.service import ScheduleService
+from services.broker.stats import BrokerStats
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
 from services.common.clock import FakeClock
 from services.common.codes import ResponseCode as C
@@ -76,6 +78,11 @@ class FakeBroker:
         self.schedule = ScheduleService(self.delay_rules, self.store, DelayOffsetFile(root / "delayOffset.json"),
                                         self.put, lambda: self.role is Role.MASTER, self.clock,
                                         RemotingClient(timeout_s=1.0))
+        self.stats = BrokerStats(self.clock.now_ms())
+
+    def runtime_facts(self) -> RuntimeFacts:
+        return runtime_facts(self.config, self.store, self.store.max_offset, self.role is Role.MASTER,
+                             self.clock.now_ms())
 
 
     async def put(self, messages: list[Message], validated: bool = False) -> PutOutcome:

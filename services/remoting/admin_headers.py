@@ -1,0 +1,87 @@
+"""The custom headers of the broker's administrative codes mqadmin and the Dashboard send (AdminBrokerProcessor's
+statistics, connections, subscription groups, configuration and topic deletion), by RocketMQ's field names.
+Same rules as headers.py."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass
+
+from services.remoting.headers import CustomHeader, _bool, _string
+
+__all__ = [
+    "DELETE_SUBSCRIPTIONGROUP", "DELETE_TOPIC_IN_BROKER", "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", "GET_BROKER_CONFIG",
+    "GET_BROKER_RUNTIME_INFO", "GET_CONSUMER_CONNECTION_LIST", "GET_CONSUME_STATS", "GET_PRODUCER_CONNECTION_LIST",
+    "GET_TOPIC_STATS_INFO", "QUERY_TOPIC_CONSUME_BY_WHO", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", "UPDATE_BROKER_CONFIG",
+    "DeleteSubscriptionGroupRequestHeader", "DeleteTopicRequestHeader", "GetConsumeStatsRequestHeader",
+    "GetConsumerConnectionListRequestHeader", "GetProducerConnectionListRequestHeader",
+    "GetTopicStatsInfoRequestHeader", "QueryTopicConsumeByWhoRequestHeader",
+]
+
+UPDATE_BROKER_CONFIG = 25
+GET_BROKER_CONFIG = 26
+GET_BROKER_RUNTIME_INFO = 28
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+GET_TOPIC_STATS_INFO = 202
+GET_CONSUMER_CONNECTION_LIST = 203
+GET_PRODUCER_CONNECTION_LIST = 204
+DELETE_SUBSCRIPTIONGROUP = 207
+GET_CONSUME_STATS = 208
+DELETE_TOPIC_IN_BROKER = 215
+QUERY_TOPIC_CONSUME_BY_WHO = 300
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetTopicStatsInfoRequestHeader(CustomHeader):
+    """202 GET_TOPIC_STATS_INFO; the answer's body is admin_bodies.TopicStatsTable."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetConsumeStatsRequestHeader(CustomHeader):
+    """208 GET_CONSUME_STATS: one group's queues, of ``topic``, of the ``;``-separated ``topicList``, or of every
+    topic it has offsets of; the answer's body is admin_bodies.ConsumeStats."""
+
+    consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
+    topic: str | None = _string("topic")
+    topic_list: str | None = _string("topicList")
+
+    def topics(self) -> list[str]:
+        return [t for t in (self.topic_list or "").split(";") if t]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetConsumerConnectionListRequestHeader(CustomHeader):
+    """203 GET_CONSUMER_CONNECTION_LIST; the answer's body is admin_bodies.ConsumerConnection."""
+
+    consumer_group: str = _string("consumerGroup", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetProducerConnectionListRequestHeader(CustomHeader):
+    """204 GET_PRODUCER_CONNECTION_LIST; the answer's body is admin_bodies.ProducerConnection."""
+
+    producer_group: str = _string("producerGroup", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryTopicConsumeByWhoRequestHeader(CustomHeader):
+    """300 QUERY_TOPIC_CONSUME_BY_WHO; the answer's body is admin_bodies.GroupList."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteSubscriptionGroupRequestHeader(CustomHeader):
+    """207 DELETE_SUBSCRIPTIONGROUP; ``cleanOffset``: the group's consumer offsets go too."""
+
+    group_name: str = _string("groupName", required=True, default=MISSING)
+    clean_offset: bool = _bool("cleanOffset", default=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteTopicRequestHeader(CustomHeader):
+    """215 DELETE_TOPIC_IN_BROKER (and the name server's 216)."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
