@@ -175,7 +175,7 @@ async def controller_mode_codes(client: RemotingClient, node: BrokerNode) -> Non
     await client.oneway(node.address, make_request(RC.NOTIFY_BROKER_ROLE_CHANGED, 0, {
         "masterAddress": "127.0.0.1:1", "masterEpoch": "2147483647", "masterBrokerId": "9"},
         b'{"syncStateSet":[9],"syncStateSetEpoch":99}'))
-    unsupported = await client.call(node.address, make_request(36, 0))
+    unsupported = await client.call(node.address, make_request(9999, 0))
     assert unsupported.code == C.REQUEST_CODE_NOT_SUPPORTED  # answered after the oneway: it was read
     after = await asyncio.to_thread(runtime, node)
     assert (after["role"], after["masterEpoch"]) == (before["role"], before["masterEpoch"]) == ("MASTER", 1)
