@@ -52,8 +52,8 @@ def update_topic(app: App, topic: str, broker_addr: str | None, cluster_name: st
     come from our controller (each keeps it), the masters when they come from a name server (-n), as
     mqadmin does.
 
-    Our brokers give every topic the same number of queues (defaultTopicQueueNums) and refuse other
-    counts; a topic is also created by its first message.
+    Our brokers keep each topic's queue counts and perm as asked; a topic is also created by its first
+    message (unless the broker has autoCreateTopicEnable=false).
 
     \b
     Examples:

@@ -66,7 +66,7 @@ class Broker:
         self.replicas = ReplicasManager(config, self.store, self.api, self.clock, on_fatal=on_fatal)
         self.replication: Replication = AutoSwitchReplication(
             config, self.store, self.api, self.clock, self.io_lock, self.flush, self.replicas, self.key)
-        self.namesrv = NamesrvRegistration(config, self.api.addresses, self._identity, self.store.topic_names,
+        self.namesrv = NamesrvRegistration(config, self.api.addresses, self._identity, self.store.topic_configs,
                                            self.clock, key=self.key, name_servers=config.name_server_addresses)
         self.replicas.listen(self.replication)
         self.replicas.listen(self.namesrv)
@@ -81,7 +81,7 @@ class Broker:
         self.consumer_offsets = ConsumerOffsets(config.store_dir)
         self.slave_sync = SlaveSync.of(
             self._offsets_master, self.consumer_offsets,
-            TopicSync(self.store.created_topics, self.namesrv.note_topics, RemotingClient(timeout_s=3.0)))
+            TopicSync(self.store.created_topics, lambda _: self.namesrv.trigger(), RemotingClient(timeout_s=3.0)))
         self.delay_rules = config.delay_rules()
         self.schedule = ScheduleService(self.delay_rules, self.store,
                                         DelayOffsetFile(config.store_dir / "config" / "delayOffset.json"), self.put,

@@ -89,6 +89,9 @@ class BrokerConfig(TlsProperties):
     syncFromLastFile: bool = False
     maxMessageSize: int = 4 * 2**20
     defaultTopicQueueNums: int = 4
+    #: Whether a send to a topic nobody created creates it (RocketMQ's default: true), with the queue count the
+    #: producer asks for up to TBW102's (``defaultTopicQueueNums``); false refuses it with TOPIC_NOT_EXIST.
+    autoCreateTopicEnable: bool = True
     #: The delay of each level of a delayed message (RocketMQ's messageStoreConfig.messageDelayLevel); units s, m,
     #: h, d; at most 64 levels. Every broker of a group should have the same levels.
     messageDelayLevel: str = DEFAULT_LEVELS
@@ -208,8 +211,8 @@ class BrokerConfig(TlsProperties):
                 raise ConfigError(f"{name} must be positive")
         if self.brokerHeartbeatInterval >= self.controllerHeartBeatTimeoutMills:
             raise ConfigError("brokerHeartbeatInterval must be shorter than controllerHeartBeatTimeoutMills")
-        if self.defaultTopicQueueNums < 1:
-            raise ConfigError("defaultTopicQueueNums must be at least 1")
+        if not 1 <= self.defaultTopicQueueNums <= 1024:
+            raise ConfigError("defaultTopicQueueNums must be between 1 and 1024")
         if self.rebalanceLockMaxLiveTime < 1:
             raise ConfigError("rebalanceLockMaxLiveTime must be at least 1 (ms)")
         try:

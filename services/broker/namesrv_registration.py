@@ -10,9 +10,10 @@ REQUEST_CODE_NOT_SUPPORTED, which is noted once and not retried sooner than the 
 
 What it registers, as a RocketMQ broker in controller mode does: id 0 while it is master and its own id
 otherwise (also while it does not know its role yet); its DataVersion's stateVersion is the master epoch
-it knows, and the counter moves whenever its set of topics changes. Its topics are those of its store,
-each with ``defaultTopicQueueNums`` read and write queues, plus TBW102 (the auto-create topic) with
-read, write and inherit permission: this broker creates any topic on its first message.
+it knows, and the counter moves whenever its topic configs change. Its topics are those of its store, each
+with its config (topics.py: the queue counts and perm it was created with), plus, with
+autoCreateTopicEnable, TBW102 (the auto-create topic, ``defaultTopicQueueNums`` queues) with read, write
+and inherit permission: a client's producer then sends to a topic nobody created, and this broker creates it.
 
 Each registration is also signed with the broker's own key (``signature`` and ``signedAt``), which the
 controllers hold for its id: a controller takes a registration for an address of a group it manages only
@@ -25,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from services.broker.config import BrokerConfig
 from services.broker.ha.auth import BrokerKey
 from services.broker.replicas_manager import RoleState
+from services.broker.topics import PERM_INHERIT, PERM_READ_WRITE
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.errors import MqctlError
@@ -50,8 +52,9 @@ from services.remoting.namesrv_bodies import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AUTO_CREATE_TOPIC", "DLQ_PREFIX", "RETRY_PREFIX", "topic_config", "REGISTER_INTERVAL_S", "BrokerIdentity", "NamesrvRegistration",
-           "register_request", "sign_registration", "topic_table", "unregister_request"]
+__all__ = ["AUTO_CREATE_TOPIC", "DLQ_PREFIX", "REGISTER_INTERVAL_S", "RETRY_PREFIX", "BrokerIdentity",
+           "NamesrvRegistration", "auto_create_config", "register_request", "sign_registration", "topic_table",
+           "unregister_request"]
 
 #: RocketMQ's registerNameServerPeriod default.
 REGISTER_INTERVAL_S = 30.0
@@ -63,7 +66,6 @@ AUTO_CREATE_TOPIC = "TBW102"
 #: server refuses a first registration that carries one topic only (it takes it for an incremental one
 #: that came before the full one), which TBW102 alone would be: so the name servers of namesrvAddr get it too.
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-PERM_READ_WRITE, PERM_INHERIT = 6, 1
 
 
 @dataclass(frozen=True)
@@ -77,22 +79,21 @@ class BrokerIdentity:
 
 
 #: RocketMQ's MixAll.RETRY_GROUP_TOPIC_PREFIX and DLQ_GROUP_TOPIC_PREFIX: a consumer group's retry topic and its
-#: dead-letter queue, each of one queue (the subscription group's retryQueueNums and DLQ_NUMS_PER_GROUP, both 1),
-#: read and write, as RocketMQ 5's broker creates them (createTopicInSendMessageBackMethod).
+#: dead-letter queue, each of one queue (topics.implicit_config).
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 
 
-def topic_config(topic: str, queue_nums: int) -> TopicConfig:
-    """How the broker announces ``topic``: a group's retry and dead-letter topics with one queue, the rest with
-    ``defaultTopicQueueNums``."""
-    if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
-        return TopicConfig(topic, 1, 1, PERM_READ_WRITE)
-    return TopicConfig(topic, queue_nums, queue_nums, PERM_READ_WRITE)
+def auto_create_config(queue_nums: int) -> TopicConfig:
+    """TBW102 as this broker holds it with autoCreateTopicEnable (RocketMQ's TopicConfigManager creates it so)."""
+    return TopicConfig(AUTO_CREATE_TOPIC, queue_nums, queue_nums, PERM_READ_WRITE | PERM_INHERIT)
 
 
-def topic_table(topics: Iterable[str], queue_nums: int, self_test: bool = False) -> dict[str, TopicConfig]:
-    table = {t: topic_config(t, queue_nums) for t in sorted(topics)}
-    table[AUTO_CREATE_TOPIC] = TopicConfig(AUTO_CREATE_TOPIC, queue_nums, queue_nums, PERM_READ_WRITE | PERM_INHERIT)
+def topic_table(configs: Mapping[str, TopicConfig], queue_nums: int, auto_create: bool = True,
+                self_test: bool = False) -> dict[str, TopicConfig]:
+    """What the broker announces: every topic's config, and TBW102 with ``auto_create``."""
+    table = {t: configs[t] for t in sorted(configs)}
+    if auto_create:
+        table[AUTO_CREATE_TOPIC] = auto_create_config(queue_nums)
     if self_test:
         table.setdefault(SELF_TEST_TOPIC, TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_READ_WRITE))
     return table
@@ -125,7 +126,7 @@ def unregister_request(config: BrokerConfig, broker_id: int) -> RemotingCommand:
 
 class NamesrvRegistration:
     def __init__(self, config: BrokerConfig, addresses: list[str], identity: Callable[[], BrokerIdentity],
-                 topics: Callable[[], Iterable[str]], clock: Clock, interval_s: float = REGISTER_INTERVAL_S,
+                 topics: Callable[[], Mapping[str, TopicConfig]], clock: Clock, interval_s: float = REGISTER_INTERVAL_S,
                  timeout_s: float = 6.0, key: BrokerKey | None = None, retry_first_s: float = RETRY_FIRST_S,
                  name_servers: Iterable[str] = ()) -> None:
         self.config = config
@@ -141,7 +142,7 @@ class NamesrvRegistration:
         token = config.authToken
         self.client = RemotingClient(timeout_s=timeout_s,
                                      signer=(lambda r: sign(r, token, clock.now_ms())) if token else None)
-        self.known: frozenset[str] = frozenset()  # the topics of the last registration
+        self.known: Mapping[str, TopicConfig] = {}  # the topic configs of the last registration
         self.registered_id: int | None = None
         self._version = DataVersion()
         self._outcomes: dict[str, str | None] = {}
@@ -218,14 +219,14 @@ class NamesrvRegistration:
         self.registered_id = broker_id
         self._retry_s = None if all(taken) else min((self._retry_s or self.retry_first_s / 2) * 2, self.interval_s)
 
-    def _request(self, broker_id: int, topics: frozenset[str], self_test: bool) -> RemotingCommand:
-        table = topic_table(topics, self.config.defaultTopicQueueNums, self_test)
+    def _request(self, broker_id: int, topics: Mapping[str, TopicConfig], self_test: bool) -> RemotingCommand:
+        table = topic_table(topics, self.config.defaultTopicQueueNums, self.config.autoCreateTopicEnable, self_test)
         request = register_request(self.config, broker_id, table, self._version)
         return request if self.key is None else sign_registration(request, self.key, self.clock.now_ms())
 
-    def _current_topics(self) -> frozenset[str]:
+    def _current_topics(self) -> Mapping[str, TopicConfig]:
         try:
-            return frozenset(self.topics())
+            return dict(self.topics())
         except RuntimeError as exc:  # the store changed under the read (a truncation in a worker thread)
             log.debug("topics not read this round: %s", exc)
             return self.known

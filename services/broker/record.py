@@ -328,8 +328,8 @@ MAX_DELAY_LEVELS = 64
 
 
 def queue_bound(topic: str, queue_nums: int) -> int:
-    """How many queues ``topic`` may have in the store: ``defaultTopicQueueNums``, or for SCHEDULE_TOPIC_XXXX one
-    per delay level, whatever the levels configured (so that replicas configured alike check alike)."""
+    """How many queues ``topic`` may have in the store: ``queue_nums`` (the store's bound, topics.MAX_QUEUE_NUMS), or
+    for SCHEDULE_TOPIC_XXXX at least one per delay level, whatever the levels configured."""
     return max(queue_nums, MAX_DELAY_LEVELS) if topic == SCHEDULE_TOPIC else queue_nums
 
 
@@ -374,5 +374,4 @@ def _check_limits(r: Parsed, room: int, queue_nums: int, max_body: int, at: int)
     if not 0 < body <= max_body:
         raise InvalidRecord(f"body of {body} bytes (this broker accepts 1 to maxMessageSize {max_body})", at)
     if r.queue_id >= queue_bound(r.topic, queue_nums):
-        raise InvalidRecord(f"queueId {r.queue_id} is out of range 0..{queue_nums - 1} (defaultTopicQueueNums "
-                            "must be the same on every replica of a group)", at)
+        raise InvalidRecord(f"queueId {r.queue_id} is out of range 0..{queue_bound(r.topic, queue_nums) - 1}", at)

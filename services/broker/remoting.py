@@ -90,11 +90,13 @@ class BrokerRemoting:
         self.offload = Offload(name="broker-decode")
         self._tasks: list[asyncio.Task[None]] = []
         self.send = SendProcessor(config, store.validate, self.puts, self.offload, self.store_host,
-                                  broker.delay_rules, broker.clock, store.commitlog.check_at)
+                                  broker.delay_rules, broker.clock, store.commitlog.check_at, store.topic_config,
+                                  store.created_topics.put, broker.namesrv.note_topics)
         self.consumer_manage = ConsumerManageProcessor(config, store, broker.consumer_offsets, self.consumers,
                                                        broker.clock)
         self.pull = PullProcessor(config, store, self.consumers, self.arrivals, lambda: broker.role is Role.MASTER,
-                                  self.consumer_manage.commit, self.store_host, store.has_topic)
+                                  self.consumer_manage.commit, self.store_host, store.topic_config,
+                                  lambda: broker.replicas.state.master_address is not None)
         self.connections = Connections()
         self.stats = StatsProcessor(config, store, broker.stats, broker.consumer_offsets.table, self.consumers,
                                     self.connections, broker.clock, broker.runtime_facts)
@@ -105,7 +107,7 @@ class BrokerRemoting:
         self.admin = AdminProcessor(config, store, broker.consumer_offsets, broker.clock, AdminParts(
             role=lambda: broker.role, epoch_cache=broker.epoch_cache, ha_status=broker.ha_status,
             role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
-            note_topics=broker.namesrv.note_topics, io_lock=broker.io_lock))
+            topics_changed=broker.namesrv.trigger, io_lock=broker.io_lock))
         send, consumer, client, query, admin, stats = (self.send, self.consumer_manage, self.client_manage,
                                                        self.query, self.admin, self.stats)
         pull = stats.counted_pull(self.pull.serve)

@@ -1,7 +1,8 @@
 """What a slave copies from its master besides the log, as RocketMQ's ``SlaveSynchronize`` does, every
 ``SYNC_INTERVAL_S`` while it is a slave: the consumer groups' offsets (consumer_offsets.py) and the
-topics created on the master (``GET_ALL_TOPIC_CONFIG``, 21), so that after a failover consumers resume where
-they were and clients find the same topics on the new master."""
+master's topic configs (``GET_ALL_TOPIC_CONFIG``, 21: queue counts, perm and the rest, as RocketMQ's
+syncTopicConfig copies them), so that after a failover consumers resume where they were and clients find
+the same topics, with the same queues, on the new master."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from services.broker.consumer_offsets import SYNC_INTERVAL_S, ConsumerOffsets
 from services.broker.namesrv_registration import AUTO_CREATE_TOPIC
-from services.broker.record import valid_topic
-from services.broker.topics import TopicRegistry, TopicsFull
+from services.broker.topics import TopicRegistry, TopicsFull, config_problem
 from services.common.codes import ResponseCode
 from services.common.errors import MqctlError
 from services.common.remoting_client import RemotingClient
@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 
 class TopicSync:
-    """The master's topics, created in this broker's registry (never removed: a topic is deleted nowhere)."""
+    """The master's topic configs, kept in this broker's registry: a topic it does not hold is created, one
+    whose config differs is updated (never removed: a topic is deleted nowhere). A config this broker cannot
+    keep (topics.config_problem) is skipped with a warning; the master's answer is as hostile as any."""
 
     def __init__(self, registry: TopicRegistry, on_created: Callable[[list[str]], None], client: RemotingClient) -> None:
         self.registry = registry
@@ -45,18 +47,23 @@ class TopicSync:
         except (MqctlError, BodyError) as exc:
             log.warning("topics from master %s: %s", address, exc)
             return False
-        known = self.registry.names
-        missing = sorted(t for t in table if t not in known and t != AUTO_CREATE_TOPIC and valid_topic(t))
-        if not missing:
+        known = self.registry.configs
+        wanted = [c for name, c in sorted(table.items()) if name != AUTO_CREATE_TOPIC and name == c.topic_name
+                  and known.get(name) != c]
+        keep = [c for c in wanted if config_problem(c) is None]
+        if len(keep) < len(wanted):
+            log.warning("topics from master %s: %d config(s) this broker cannot keep were skipped", address,
+                        len(wanted) - len(keep))
+        if not keep:
             return True
         try:
-            created = await asyncio.to_thread(lambda: [t for t in missing if self.registry.create(t)])
+            changed = await asyncio.to_thread(self.registry.put_all, keep)
         except TopicsFull as exc:
             log.warning("topics from master %s not all kept: %s", address, exc)
             return False
-        if created:
-            log.info("topic(s) %s copied from master %s", ", ".join(created), address)
-            self.on_created(created)
+        if changed:
+            log.info("topic config(s) of %s copied from master %s", ", ".join(changed[:20]), address)
+            self.on_created(changed)
         return True
 
 

@@ -27,9 +27,10 @@ from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
 from services.broker.record import MAX_TOPIC_LENGTH, IndexEntry, queue_bound, valid_topic
 from services.broker.retention import SegmentInfo
-from services.broker.topics import TopicRegistry
+from services.broker.topics import MAX_QUEUE_NUMS, TopicRegistry, implicit_config
 from services.common.durable import atomic_write
 from services.common.faults import fault_point
+from services.remoting.namesrv_bodies import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class MessageStore:
         self.queue_nums = queue_nums
         self.max_message_size = max_message_size
         self.checkpoint_path = root / "checkpoint"
-        self.created_topics = TopicRegistry(root / "config" / "topics.json")
+        self.created_topics = TopicRegistry(root / "config" / "topics.json", queue_nums)
         self.next_queue_offsets: dict[tuple[str, int], int] = {}
         self._round_robin: dict[str, int] = {}
         self._confirm_offset = 0
@@ -214,9 +215,9 @@ class MessageStore:
         if len(msg.body) > self.max_message_size:
             raise MessageIllegal(f"message body of {len(msg.body)} bytes exceeds maxMessageSize "
                                  f"{self.max_message_size}")
-        if msg.queue_id is not None and not 0 <= msg.queue_id < queue_bound(msg.topic, self.queue_nums):
-            raise MessageIllegal(f"queueId {msg.queue_id} is out of range: topic {msg.topic} has queues "
-                                 f"0..{self.queue_nums - 1}")
+        if msg.queue_id is not None and not 0 <= msg.queue_id < queue_bound(msg.topic, MAX_QUEUE_NUMS):
+            raise MessageIllegal(f"queueId {msg.queue_id} is out of range: a topic of this broker has queues "
+                                 f"0..{MAX_QUEUE_NUMS - 1} at most")
         # every text at once: one scan for the separators, one encoding for the size
         texts = "".join((msg.keys, msg.tags, *msg.properties, *msg.properties.values()))
         if "\x01" in texts or "\x02" in texts:
@@ -262,7 +263,8 @@ class MessageStore:
     def _next_queue(self, topic: str) -> int:
         n = self._round_robin.get(topic, -1) + 1
         self._round_robin[topic] = n
-        return n % self.queue_nums
+        config = self.created_topics.get(topic)
+        return n % max(config.write_queue_nums if config is not None else self.queue_nums, 1)
 
     def append_raw(self, offset: int, data: bytes) -> None:
         """Replica path: write bytes received from the master at the same offset. Every record is
@@ -273,7 +275,7 @@ class MessageStore:
     def check_raw(self, offset: int, data: bytes) -> list[IndexEntry]:
         """The checks of ``append_raw`` alone (InvalidRecord if anything is wrong); nothing is written."""
         self._check_open()
-        return self.commitlog.check_chunk(offset, data, self.queue_nums, self.max_message_size)
+        return self.commitlog.check_chunk(offset, data, MAX_QUEUE_NUMS, self.max_message_size)
 
     def append_checked(self, offset: int, data: bytes, entries: list[IndexEntry]) -> None:
         """Write a chunk ``check_raw`` accepted (its entries are what it returned)."""
@@ -458,12 +460,31 @@ class MessageStore:
             (topic, qid) in self.next_queue_offsets or (topic, qid) in self.queues.queues
             for qid in range(self.queue_nums))
 
+    def topic_config(self, topic: str) -> TopicConfig | None:
+        """``topic``'s config: as created (topics.py), else the implicit one of a topic that has messages;
+        None for a topic this store does not hold."""
+        config = self.created_topics.get(topic)
+        if config is not None:
+            return config
+        return implicit_config(topic, self.queue_nums) if self.has_topic(topic) else None
+
+    def topic_configs(self) -> dict[str, TopicConfig]:
+        """The config of every topic of ``topic_names()``."""
+        created = self.created_topics.configs
+        return {t: created.get(t) or implicit_config(t, self.queue_nums) for t in self.topic_names()}
+
+    def queue_ids(self, topic: str, config: TopicConfig) -> list[int]:
+        """The queues of ``topic``: those its config counts, and any beyond them that hold messages (a topic
+        whose queue count was reduced keeps them, as RocketMQ does)."""
+        counted = max(config.read_queue_nums, config.write_queue_nums)
+        return list(range(counted)) + [q for q in range(counted, MAX_QUEUE_NUMS) if (topic, q) in
+                                       self.next_queue_offsets or (topic, q) in self.queues.queues]
+
     def topics(self) -> list[dict[str, object]]:
-        names = self.topic_names()
         result: list[dict[str, object]] = []
-        for topic in names:
+        for topic, config in sorted(self.topic_configs().items()):
             queue_rows: list[dict[str, object]] = []
-            for qid in range(self.queue_nums):
+            for qid in self.queue_ids(topic, config):
                 cq = self.queues.queue(topic, qid)
                 queue_rows.append({"queueId": qid, "minOffset": cq.min_offset if cq else 0,
                                    "maxOffset": cq.count if cq else 0,

@@ -17,11 +17,11 @@ from typing import Any
 
 from services.broker.config import BrokerConfig
 from services.broker.consumer_offsets import ConsumerOffsets
-from services.broker.namesrv_registration import AUTO_CREATE_TOPIC, PERM_READ_WRITE, topic_table
+from services.broker.namesrv_registration import topic_table
 from services.broker.processor.common import MASTER_ID, answer
-from services.broker.record import valid_topic
 from services.broker.replicas_manager import Role
 from services.broker.store import MessageStore
+from services.broker.topic_rules import Refusal, topic_from_request
 from services.broker.topics import TopicsFull
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
@@ -48,7 +48,7 @@ class AdminParts:
     epoch_cache: Callable[[], dict[str, Any]]
     ha_status: Callable[[], dict[str, Any]]
     role_change_notified: Callable[[], Awaitable[None]]
-    note_topics: Callable[[list[str]], None]
+    topics_changed: Callable[[], None]
     io_lock: threading.Lock
     delay_offsets: Callable[[], bytes]
 
@@ -76,39 +76,31 @@ class AdminProcessor:
         return answer(request, ResponseCode.SUCCESS, None, None, cache.encode())
 
     async def create_topic(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """RocketMQ's updateAndCreateTopic: the config as asked (topic_rules.topic_from_request), kept in
+        topics.json and registered with the name servers at once; asking for the config a topic has already
+        is a success that changes nothing. A topic whose queue counts shrink keeps its messages in the queues
+        beyond them (a reader of the old route still reads them; GET_ALL_TOPIC_CONFIG lists the new counts)."""
         header = bh.CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        refusal = self._topic_refusal(header, request)
-        if refusal is not None:
-            return answer(request, *refusal)
-        try:
-            created = await asyncio.to_thread(self.store.created_topics.create, header.topic)
-        except TopicsFull as exc:
-            return answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        if created:
-            log.info("topic %s created by %s", header.topic, conn.peer)
-            self.parts.note_topics([header.topic])
-        return answer(request, ResponseCode.SUCCESS)
-
-    def _topic_refusal(self, header: bh.CreateTopicRequestHeader, request: RemotingCommand) -> tuple[int, str] | None:
-        """Why this broker will not create the topic as asked (code, remark), or None."""
-        queues = self.config.defaultTopicQueueNums
         unsigned = self.unsigned(request)
         if unsigned is not None:
-            return ResponseCode.NO_PERMISSION, unsigned
-        if not valid_topic(header.topic) or header.topic == AUTO_CREATE_TOPIC:
-            return (ResponseCode.INVALID_PARAMETER, (f"topic {header.topic[:80]!r} is illegal or a system topic: "
-                                                    f"use at most 127 of letters, digits, '%', '|', '_' and '-'"))
-        if header.read_queue_nums != queues or header.write_queue_nums != queues:
-            return (ResponseCode.INVALID_PARAMETER, (f"every topic of this broker has {queues} read and {queues} write "
-                                                    f"queues (defaultTopicQueueNums); ask for -r {queues} -w {queues}"))
-        if header.perm != PERM_READ_WRITE:
-            return (ResponseCode.INVALID_PARAMETER, f"only perm {PERM_READ_WRITE} (read and write) is supported")
-        return None
+            return answer(request, ResponseCode.NO_PERMISSION, unsigned)
+        config = topic_from_request(header, self.store.created_topics.get(header.topic))
+        if isinstance(config, Refusal):
+            return answer(request, config.code, config.remark)
+        try:
+            changed = await asyncio.to_thread(self.store.created_topics.put, config)
+        except TopicsFull as exc:
+            return answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if changed:
+            log.info("topic %s created or updated by %s: read %d, write %d, perm %d", header.topic, conn.peer,
+                     config.read_queue_nums, config.write_queue_nums, config.perm)
+            self.parts.topics_changed()
+        return answer(request, ResponseCode.SUCCESS)
 
     async def all_topic_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-        names = [str(t["topic"]) for t in self.store.topics()]
-        wrapper = TopicConfigSerializeWrapper(topic_table(names, self.config.defaultTopicQueueNums))
-        return answer(request, ResponseCode.SUCCESS, None, None, wrapper.encode())
+        table = topic_table(self.store.topic_configs(), self.config.defaultTopicQueueNums,
+                            self.config.autoCreateTopicEnable)
+        return answer(request, ResponseCode.SUCCESS, None, None, TopicConfigSerializeWrapper(table).encode())
 
     async def all_offsets(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         return answer(request, ResponseCode.SUCCESS, None, None, self.offsets.table.snapshot().encode())

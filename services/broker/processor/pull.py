@@ -1,8 +1,14 @@
 """PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): RocketMQ's PullMessageProcessor, which serves both alike.
 
 The reading of a queue, the answer's codes and long polling are remoting_pull.py's; this processor reads
-the header, finds the subscription (the request's, or the group's last heartbeat's), commits the offset a
-pull carries (on the master) and holds a pull that found nothing.
+the header, checks the topic's config (it exists, is readable, the queue is one of its readable ones:
+topic_rules.pull_refusal), finds the subscription (the request's, or the group's last heartbeat's), commits
+the offset a pull carries (on the master) and holds a pull that found nothing.
+
+A slave that knows its group's master answers as RocketMQ's PullMessageProcessor does when the smallest
+broker id of its group is the master's: what it has, else PULL_RETRY_IMMEDIATELY at once, suggesting the
+master (``suggestWhichBrokerId`` 0). A slave that knows no master (the master is gone and none is elected
+yet) serves a pull as the master would, holding it until a message comes or its suspend timeout.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from services.broker.consumers import ConsumerGroups
 from services.broker.processor.common import MASTER_ID, answer, check_queue
 from services.broker.remoting_pull import MAX_PULL_BYTES, Arrivals, PullRead, hold, read_queue, slave_answer
 from services.broker.store import MessageStore
+from services.broker.topic_rules import pull_refusal
+from services.broker.topics import MAX_QUEUE_NUMS
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import broker_headers as bh
 from services.remoting.command import RemotingCommand
 from services.remoting.message import SocketAddress, TagFilter
+from services.remoting.namesrv_bodies import TopicConfig
 
 __all__ = ["PULL_COMMIT_OFFSET", "PULL_SUBSCRIPTION", "PULL_SUSPEND", "PullProcessor"]
 
@@ -28,12 +37,13 @@ PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 
 class PullProcessor:
     """Built with the store, the groups' subscriptions, the put notifications, whether the broker is master
-    now, how to commit a consumer offset, and the topics it has (an unknown one is TOPIC_NOT_EXIST, as
-    RocketMQ answers)."""
+    now and whether it knows a master, how to commit a consumer offset, and each topic's config (None for a
+    topic it does not hold)."""
 
     def __init__(self, config: BrokerConfig, store: MessageStore, consumers: ConsumerGroups, arrivals: Arrivals,
                  is_master: Callable[[], bool], commit: Callable[[str, str, int, int], str | None],
-                 store_host: SocketAddress, has_topic: Callable[[str], bool]) -> None:
+                 store_host: SocketAddress, topic_config: Callable[[str], TopicConfig | None],
+                 master_known: Callable[[], bool]) -> None:
         self.config = config
         self.store = store
         self.consumers = consumers
@@ -41,24 +51,25 @@ class PullProcessor:
         self.is_master = is_master
         self.commit = commit
         self.store_host = store_host
-        self.has_topic = has_topic
+        self.topic_config = topic_config
+        self.master_known = master_known
 
     async def serve(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.PullMessageRequestHeader.from_ext_fields(request.ext_fields)
-        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "PullMessageRequestHeader",
-                    h.consumer_group)
+        check_queue(h.topic, h.queue_id, MAX_QUEUE_NUMS, "PullMessageRequestHeader", h.consumer_group)
         if h.expression_type not in (None, "", "TAG"):
             return answer(request, ResponseCode.SYSTEM_ERROR,
                           f"The broker does not support consumer to filter message by {h.expression_type[:40]}")
-        if not self.has_topic(h.topic):
-            return answer(request, ResponseCode.TOPIC_NOT_EXIST,
-                          f"topic[{h.topic}] not exist, apply first please! (create it with updateTopic, or send to it)")
+        refusal = pull_refusal(h.topic, self.topic_config(h.topic), h.queue_id)
+        if refusal is not None:
+            return answer(request, refusal.code, refusal.remark)
         expression = h.subscription if h.sys_flag & PULL_SUBSCRIPTION else \
             self.consumers.subscription(h.consumer_group, h.topic)
         if expression is None:
             return answer(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
                           f"the consumer's subscription not exist, group: {h.consumer_group}, topic: {h.topic}")
         master = self.is_master()
+        redirect = not master and self.master_known()  # else served as the master serves it
         if master and h.sys_flag & PULL_COMMIT_OFFSET and h.commit_offset >= 0:
             self.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         tags = TagFilter.parse(expression)
@@ -68,11 +79,11 @@ class PullProcessor:
         def read() -> PullRead:
             found = read_queue(self.store, self.store_host, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
                                tags, max_bytes)
-            return found if self.is_master() else slave_answer(found)
+            return slave_answer(found) if redirect else found
 
         event = self.arrivals.current()
         result = read()
-        if result.code == ResponseCode.PULL_NOT_FOUND and master and h.sys_flag & PULL_SUSPEND \
+        if result.code == ResponseCode.PULL_NOT_FOUND and not redirect and h.sys_flag & PULL_SUSPEND \
                 and not request.is_oneway:
             result = await hold(self.arrivals, event, h.suspend_timeout_millis, read) or result
         header = bh.PullMessageResponseHeader(

@@ -1,24 +1,29 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36): RocketMQ's
 SendMessageProcessor.
 
-A send is checked alone (header, topic, queue, properties, each message against the store's rules), then
+A send is checked alone (header, topic, queue, properties, each message against the store's rules; the topic's
+config as RocketMQ's msgCheck reads it: topic_rules.py), then
 stored through the broker's put path (``PutBatcher`` over ``Broker.put``: role, SyncStateSet, quorum,
 flush and ack waits), and answered with the put status as RocketMQ's response code. Most sends take the
 connection's front path (``front``): checked at once, answered from the batcher's callback, no task each;
 a large batch is read off the loop (``serve``). A delayed or timed message is stored in its schedule topic,
 and a send to a retry topic past its group's maxReconsumeTimes in the group's dead-letter queue (as RocketMQ's
 handleRetryAndDLQ). ``send_back`` serves 36, a consumer's failed message (schedule/retry.py).
+
+A send to a topic this broker does not hold creates it first, as RocketMQ's createTopicInSendMessageMethod
+does (with autoCreateTopicEnable; a group's retry topic always): off the loop, since its config is written
+to disk before the message is stored; then the send is served as any other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, overload
 
 from services.broker.config import BrokerConfig
 from services.broker.consumer_offsets import GROUP_PATTERN
-from services.broker.namesrv_registration import topic_config
 from services.broker.processor.common import answer
 from services.broker.put_batcher import PutBatcher
 from services.broker.record import MessageRecord, valid_topic
@@ -26,6 +31,13 @@ from services.broker.remoting_messages import Refusal, to_store_messages
 from services.broker.schedule.levels import DelayRules, NotSchedulable
 from services.broker.schedule.retry import dead_letter, send_back
 from services.broker.store import Message, MessageIllegal
+from services.broker.topic_rules import (
+    NOT_ALLOWED_SEND_TOPICS,
+    auto_created,
+    send_queue_refusal,
+    send_refusal,
+)
+from services.broker.topics import TopicsFull
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.offload import INLINE_BYTES, Offload
@@ -35,6 +47,7 @@ from services.remoting.codec import response_frame
 from services.remoting.command import RemotingCommand, RequestCode
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.message import SocketAddress
+from services.remoting.namesrv_bodies import TopicConfig
 
 if TYPE_CHECKING:
     from services.broker.broker import PutOutcome
@@ -53,24 +66,26 @@ _SEND_CODES = {
 SEND_REQUESTS = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 #: Statuses whose message is stored: the answer carries its id and offsets (RocketMQ's sendOK).
 _STORED = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
-#: RocketMQ's TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET: system topics no client may send to.
-NOT_ALLOWED_SEND_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-                                     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
 _NOT_MASTER = ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
                "full, messages are put to the slave, message store has been shut down, etc.")
 
-Prepared = RemotingCommand | tuple[list[Message], list[str]] | None
+#: What ``prepare`` gives: the refusal to answer, the messages to store, or the config of a topic to create first.
+Prepared = RemotingCommand | tuple[list[Message], list[str]] | TopicConfig | None
 
 
 class SendProcessor:
     """Built with what a send reads: the configuration, the store's message check, the put batcher, the
     decoding worker, the store host that message ids carry, the rules of delayed messages and the clock
-    (a timed message's due time counts from its arrival)."""
+    (a timed message's due time counts from its arrival), each topic's config and how to create one."""
 
     def __init__(self, config: BrokerConfig, validate: Callable[[Message], None], puts: PutBatcher,
                  offload: Offload, store_host: SocketAddress, rules: DelayRules, clock: Clock,
-                 look: Callable[[int], MessageRecord | str]) -> None:
+                 look: Callable[[int], MessageRecord | str], topics: Callable[[str], TopicConfig | None],
+                 create: Callable[[TopicConfig], bool], on_created: Callable[[list[str]], None]) -> None:
         self.config = config
+        self.topics = topics
+        self.create = create
+        self.on_created = on_created
         self.look = look
         self.rules = rules
         self.clock = clock
@@ -89,6 +104,8 @@ class SendProcessor:
             prepared = self.prepare(request, born_host(conn), self.clock.now_ms())
         except (HeaderFieldError, BodyError) as exc:
             prepared = answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        if isinstance(prepared, TopicConfig):
+            return False  # a topic to create first: ``serve`` does it off the loop
         if not isinstance(prepared, tuple):
             conn.finish(request, prepared)
             return True
@@ -109,8 +126,14 @@ class SendProcessor:
     async def serve(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         host, now = born_host(conn), self.clock.now_ms()
         prepared = await self.offload.run(len(request.body), lambda: self.prepare(request, host, now))
+        if isinstance(prepared, TopicConfig):
+            refusal = await self.create_topic(prepared, conn)
+            if refusal is not None:
+                return answer(request, refusal.code, refusal.remark)
+            prepared = await self.offload.run(len(request.body), lambda: self.prepare(request, host, now))
         if not isinstance(prepared, tuple):
-            return prepared
+            return prepared if not isinstance(prepared, TopicConfig) else answer(
+                request, ResponseCode.SYSTEM_ERROR, f"topic {prepared.topic_name} could not be created")
         messages, uniq_keys = prepared
         outcome = await self.puts.put(messages)
         return self.answer(request, outcome, uniq_keys)
@@ -121,6 +144,8 @@ class SendProcessor:
         (reads only the configuration), so a large batch is prepared off the loop."""
         header = bh.parse_send_header(request.code, dict(request.ext_fields))
         refusal = self.check(header, request.body)
+        if isinstance(refusal, TopicConfig):
+            return refusal
         if refusal is not None:
             return answer(request, refusal.code, refusal.remark)
         messages = to_store_messages(header, request.body, host, self.config.brokerClusterName)
@@ -135,19 +160,39 @@ class SendProcessor:
             return answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
         return messages, [m.properties.get("UNIQ_KEY", "") for m in messages]
 
-    def check(self, header: bh.SendMessageRequestHeader, body: bytes) -> Refusal | None:
+    def check(self, header: bh.SendMessageRequestHeader, body: bytes) -> Refusal | TopicConfig | None:
+        """RocketMQ's msgCheck: why the send is refused, or the config of the topic to create before it."""
         if not valid_topic(header.topic):
             return Refusal(ResponseCode.INVALID_PARAMETER, f"The specified topic: {header.topic[:300]}, contains "
                            "illegal characters or is too long, allowing only ^[%|a-zA-Z0-9_-]+$ up to 127 characters")
         if header.topic in NOT_ALLOWED_SEND_TOPICS:
             return Refusal(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
-        queues = topic_config(header.topic, self.config.defaultTopicQueueNums).write_queue_nums
-        if header.queue_id >= queues:
-            return Refusal(ResponseCode.INVALID_PARAMETER, f"request queueId[{header.queue_id}] is illegal, topic "
-                           f"{header.topic} has queues 0..{queues - 1}")
+        config = self.topics(header.topic)
+        if config is None:
+            config = auto_created(header.topic, self.config.defaultTopicQueueNums, header.default_topic_queue_nums,
+                                  self.config.autoCreateTopicEnable)
+            if config is not None:
+                return config
+        refused = send_refusal(header.topic, config)
+        if refused is None and config is not None:
+            refused = send_queue_refusal(config, header.queue_id)
+        if refused is not None:
+            return Refusal(refused.code, refused.remark)
         if header.is_batch and len(body) > self.config.maxMessageSize:
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, f"the batch of {len(body)} bytes exceeds maxMessageSize "
                            f"{self.config.maxMessageSize}")
+        return None
+
+    async def create_topic(self, config: TopicConfig, conn: RemotingConnection) -> Refusal | None:
+        """Create the topic a send names (its config on disk first), or why it cannot be."""
+        try:
+            created = await asyncio.to_thread(self.create, config)
+        except (TopicsFull, ValueError) as exc:
+            return Refusal(ResponseCode.SYSTEM_ERROR, f"topic {config.topic_name} cannot be created: {exc}")
+        if created:
+            log.info("topic %s created by a send from %s: %d queues, perm %d", config.topic_name, conn.peer,
+                     config.write_queue_nums, config.perm)
+            self.on_created([config.topic_name])
         return None
 
     async def send_back(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:

@@ -112,10 +112,11 @@ class StatsProcessor:
     # ------------------------------------------------------------------ 202
     async def topic_stats(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         topic = ah.GetTopicStatsInfoRequestHeader.from_ext_fields(request.ext_fields).topic
-        if not valid_topic(topic) or not self.store.has_topic(topic):
+        config = self.store.topic_config(topic) if valid_topic(topic) else None
+        if config is None:
             return answer(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic[:255]}] not exist")
         table = {}
-        for queue_id in range(self.config.defaultTopicQueueNums):
+        for queue_id in range(config.write_queue_nums):  # as RocketMQ: the writable queues
             low, high = queue_bounds(self.store, topic, queue_id)
             stamp = self._store_time(topic, queue_id, high - 1) if high > 0 else 0
             table[self._queue(topic, queue_id)] = ab.TopicOffset(low, high, stamp)
@@ -140,9 +141,10 @@ class StatsProcessor:
         table: dict[MessageQueue, ab.OffsetWrapper] = {}
         tps = 0.0
         for topic in sorted(self._consumed_topics(header)):
-            if not valid_topic(topic) or not self.store.has_topic(topic):
+            config = self.store.topic_config(topic) if valid_topic(topic) else None
+            if config is None:
                 continue
-            for queue_id in range(self.config.defaultTopicQueueNums):
+            for queue_id in range(config.read_queue_nums):  # as RocketMQ: the readable queues
                 table[self._queue(topic, queue_id)] = self._offset_wrapper(group, topic, queue_id)
             tps += self.stats.group_gets.rate(f"{topic}@{group}", now)
         return answer(request, ResponseCode.SUCCESS, None, None, ab.ConsumeStats(table, tps).encode())

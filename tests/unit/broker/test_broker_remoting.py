@@ -19,7 +19,7 @@ from services.broker.config import BrokerConfig
 from services.broker.consumer_offsets import ConsumerOffsets
 from services.broker.remoting import BrokerRemoting
 from services.broker.remoting_messages import WIRE
-from services.broker.replicas_manager import Role
+from services.broker.replicas_manager import Role, RoleState
 from services.broker.runtime_info import RuntimeFacts, runtime_facts
 from services.broker.schedule.delay_offsets import DelayOffsetFile
 from services.broker.schedule.service import ScheduleService
@@ -36,6 +36,7 @@ from services.remoting.bodies import EpochEntryCache
 from services.remoting.codec import decode_frame
 from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.message import BatchEntry, decode_pulled, encode_batch, encode_properties
+from services.remoting.namesrv_bodies import TopicConfig, TopicConfigSerializeWrapper
 
 RC = RequestCode
 STORE_HOST = "0A000007" + "00002A9F"  # 10.0.0.7:10911
@@ -45,6 +46,7 @@ class FakeReplicas:
     def __init__(self) -> None:
         self.hints = 0
         self.broker_id = 2
+        self.state = RoleState(Role.MASTER, 1, 0, "10.0.0.7:10911")
 
     async def on_role_change_notified(self) -> None:
         self.hints += 1
@@ -53,9 +55,13 @@ class FakeReplicas:
 class FakeNamesrv:
     def __init__(self) -> None:
         self.noted: list[str] = []
+        self.triggers = 0
 
     def note_topics(self, topics: list[str]) -> None:
         self.noted += topics
+
+    def trigger(self) -> None:
+        self.triggers += 1
 
 
 class FakeBroker:
@@ -141,9 +147,10 @@ async def _call(remoting: BrokerRemoting, request: RemotingCommand, conn: Remoti
 
 
 def send_request(topic: str = "TopicTest", body: bytes = b"hello", queue_id: int = 1, code: int = RC.SEND_MESSAGE,
-                 **props: str) -> RemotingCommand:
+                 default_queues: int = 4, **props: str) -> RemotingCommand:
     header = bh.SendMessageRequestHeader(
-        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
+        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=default_queues,
+        queue_id=queue_id,
         sys_flag=0, born_timestamp=123, flag=7, properties=encode_properties(props) if props else None)
     ext = header.to_ext_fields()
     if code != RC.SEND_MESSAGE:
@@ -222,7 +229,8 @@ def test_put_statuses_become_rocketmqs_send_codes(broker: FakeBroker, status: st
     (send_request(DELAY="three"), C.MESSAGE_ILLEGAL, "is not a delay level"),
     (send_request(TIMER_DELAY_SEC="x"), C.MESSAGE_ILLEGAL, "TIMER_DELAY_SEC='x' is not a number"),
     (send_request(TIMER_DELAY_SEC=str(3 * 86400 + 1)), C.MESSAGE_ILLEGAL, "more than timerMaxDelaySec"),
-    (send_request(topic="%RETRY%cg", queue_id=1), C.INVALID_PARAMETER, "has queues 0..0"),
+    (send_request(topic="%RETRY%cg", queue_id=1), C.INVALID_PARAMETER,
+     "request queueId[1] is illegal, TopicConfig [topicName=%RETRY%cg, readQueueNums=1, writeQueueNums=1, perm=RW-"),
     (send_request(TRAN_MSG="true"), C.NO_PERMISSION, "transactional"),
     (send_request(body=b""), C.MESSAGE_ILLEGAL, "body is empty"),
     (make_request(RC.SEND_MESSAGE, 1, {"topic": "T"}, b"x"), C.INVALID_PARAMETER, "'producerGroup' is missing"),
@@ -263,6 +271,7 @@ def front(broker: FakeBroker, *requests: RemotingCommand) -> list[RemotingComman
 
 
 def test_sends_taken_by_the_front_path_are_answered_as_by_the_handler(broker: FakeBroker, tmp_path: Path) -> None:
+    broker.store.created_topics.create("TopicTest")  # a topic to create first is declined (see below)
     good = send_request(KEYS="k1", UNIQ_KEY="U1")
     oneway = make_request(RC.SEND_MESSAGE, 2, good.ext_fields, b"x", oneway=True)
     bad_topic = send_request(topic="bad topic!")
@@ -324,8 +333,11 @@ def test_pull_codes_follow_rocketmqs_table(broker: FakeBroker, offset: int, queu
 
 
 def test_a_slave_sends_the_consumer_to_the_master(broker: FakeBroker) -> None:
+    """As RocketMQ's slave whose group's smallest broker id is the master's: what it has, else
+    PULL_RETRY_IMMEDIATELY at once, suggesting the master."""
     fill(broker, "a")
     broker.role = Role.SLAVE
+    broker.replicas.state = RoleState(Role.SLAVE, 1, 1, "10.0.0.8:10911")
     assert serve(broker, pull_request()).code == C.SUCCESS  # what it has, it serves
     answer = serve(broker, pull_request(offset=1, sys_flag=4 | 2, suspend_ms=60_000))  # never held on a slave
     assert (answer.code, answer.ext_fields["suggestWhichBrokerId"]) == (C.PULL_RETRY_IMMEDIATELY, "0")
@@ -357,8 +369,13 @@ def test_a_pull_commits_the_offset_it_carries_on_the_master_only(broker: FakeBro
     assert broker.consumer_offsets.table.query("cg", "TopicTest", 1) == 1
 
 
-def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker) -> None:
+@pytest.mark.parametrize("role", [Role.MASTER, Role.FENCED], ids=["master", "no-master-known"])
+def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker, role: Role) -> None:
+    """On the master, and on a broker that knows no master (RocketMQ's slave then serves as a master does)."""
     broker.store.created_topics.create("TopicTest")  # created, never written
+    if role is Role.FENCED:
+        broker.role, broker.replicas.state = role, RoleState()
+        broker.forced = None
     remoting = BrokerRemoting(broker)  # type: ignore[arg-type]
     broker.put_listeners.append(remoting.on_put)
 
@@ -367,7 +384,10 @@ def test_a_suspended_pull_is_answered_when_a_message_arrives(broker: FakeBroker)
         while remoting.arrivals.held == 0:  # noqa: ASYNC110  polls the code under test, which has no event
             await asyncio.sleep(0.01)
         held = remoting.arrivals.held
-        await remoting.handle(send_request(body=b"late"), FakeConn())
+        if role is Role.FENCED:  # it takes no sends: the message comes as replication brings it
+            await broker.put([Message("TopicTest", b"late", queue_id=1)])
+        else:
+            await remoting.handle(send_request(body=b"late"), FakeConn())
         return await pull, held
 
     answer, held = asyncio.run(scenario())
@@ -397,7 +417,10 @@ def test_a_pull_answer_is_bounded_in_bytes_whatever_the_request_asks(broker: Fak
 
 
 def test_pull_header_checks(broker: FakeBroker) -> None:
-    assert "queueId" in (serve(broker, pull_request(queue_id=4)).remark or "")
+    broker.store.created_topics.create("TopicTest")
+    remark = "queueId[4] is illegal, topic:[TopicTest] topicConfig.readQueueNums:[4]"
+    assert serve(broker, pull_request(queue_id=4)).remark == remark
+    assert "queueId" in (serve(broker, pull_request(queue_id=1024)).remark or "")
     assert "consumerGroup" in (serve(broker, pull_request(group="a b")).remark or "")
 
 
@@ -660,3 +683,86 @@ def test_sends_to_the_topics_rocketmq_forbids_are_refused(broker: FakeBroker, to
 def test_a_pull_from_a_topic_the_broker_does_not_have_is_topic_not_exist(broker: FakeBroker) -> None:
     answer = serve(broker, pull_request(sys_flag=4 | 2, suspend_ms=30_000))  # not held: answered at once
     assert answer.code == C.TOPIC_NOT_EXIST and "topic[TopicTest] not exist" in (answer.remark or "")
+
+
+# ------------------------------------------------------------------------------------------- topic configs
+
+
+def update_topic(topic: str = "Orders", read: int = 8, write: int = 8, perm: int = 6, **extra: Any) -> RemotingCommand:
+    header = bh.CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=read,
+                                         write_queue_nums=write, perm=perm, topic_filter_type="SINGLE_TAG",
+                                         topic_sys_flag=0, order=False, **extra)
+    return make_request(bh.UPDATE_AND_CREATE_TOPIC, 3, header.to_ext_fields())
+
+
+def all_topic_configs(broker: FakeBroker) -> dict[str, TopicConfig]:
+    answer = serve(broker, make_request(bh.GET_ALL_TOPIC_CONFIG, 4))
+    return dict(TopicConfigSerializeWrapper.decode(answer.body).topic_config_table)
+
+
+def test_update_topic_8_8_creates_the_topic_with_its_queues_for_sends_pulls_and_the_listing(broker: FakeBroker) -> None:
+    """mqadmin's default updateTopic (-r 8 -w 8 -p 6): every queue takes sends and pulls; the listing, the
+    name-server registration and the file carry the counts."""
+    assert serve(broker, update_topic()).code == C.SUCCESS
+    assert broker.namesrv.triggers == 1
+    assert serve(broker, update_topic()).code == C.SUCCESS and broker.namesrv.triggers == 1  # unchanged: no-op
+    assert all_topic_configs(broker)["Orders"] == TopicConfig("Orders", 8, 8, 6)
+    assert serve(broker, send_request(topic="Orders", queue_id=7)).code == C.SUCCESS
+    refused = serve(broker, send_request(topic="Orders", queue_id=8))
+    assert refused.code == C.INVALID_PARAMETER and (refused.remark or "").startswith("request queueId[8] is illegal")
+    pulled = serve(broker, pull_request(queue_id=7, topic="Orders"))
+    assert pulled.code == C.SUCCESS and [m.body for m in decode_pulled(pulled.body)] == [b"hello"]
+    assert [q["queueId"] for q in broker.store.topics()[0]["queues"]] == list(range(8))  # type: ignore[index]
+
+
+def test_reducing_a_topics_queues_keeps_the_messages_beyond_them(broker: FakeBroker) -> None:
+    """As on RocketMQ: the writable queues go first (readable ones may exceed them) and the data stays."""
+    serve(broker, update_topic())
+    assert serve(broker, send_request(topic="Orders", queue_id=7, body=b"kept")).code == C.SUCCESS
+    assert serve(broker, update_topic(read=8, write=4)).code == C.SUCCESS
+    assert all_topic_configs(broker)["Orders"] == TopicConfig("Orders", 8, 4, 6)
+    pulled = serve(broker, pull_request(queue_id=7, topic="Orders"))
+    assert [m.body for m in decode_pulled(pulled.body)] == [b"kept"]
+    assert serve(broker, update_topic(read=4, write=4)).code == C.SUCCESS
+    assert serve(broker, pull_request(queue_id=7, topic="Orders")).code == C.INVALID_PARAMETER
+    assert serve(broker, update_topic(read=8, write=8)).code == C.SUCCESS  # grown again: the message is there
+    pulled = serve(broker, pull_request(queue_id=7, topic="Orders"))
+    assert [m.body for m in decode_pulled(pulled.body)] == [b"kept"]
+    assert 7 in [q["queueId"] for q in broker.store.topics()[0]["queues"]]  # type: ignore[index]
+
+
+def test_a_topics_perm_refuses_sends_or_pulls(broker: FakeBroker) -> None:
+    serve(broker, update_topic("ReadOnly", perm=4))
+    serve(broker, update_topic("WriteOnly", perm=2))
+    refused = serve(broker, send_request(topic="ReadOnly", queue_id=0))
+    assert (refused.code, refused.remark) == (C.NO_PERMISSION, "the topic[ReadOnly] sending message is forbidden")
+    assert serve(broker, send_request(topic="WriteOnly", queue_id=0)).code == C.SUCCESS
+    refused = serve(broker, pull_request(queue_id=0, topic="WriteOnly"))
+    assert (refused.code, refused.remark) == (C.NO_PERMISSION, "the topic[WriteOnly] pulling message is forbidden")
+
+
+def test_update_topic_refusals_over_remoting(broker: FakeBroker) -> None:
+    answer = serve(broker, update_topic("TBW102"))
+    assert (answer.code, answer.remark) == (C.INVALID_PARAMETER, "The topic[TBW102] is conflict with system topic.")
+    answer = serve(broker, update_topic(read=2000))
+    assert answer.code == C.INVALID_PARAMETER and "readQueueNums 2000" in (answer.remark or "")
+    assert "Orders" not in all_topic_configs(broker)
+
+
+def test_auto_create_follows_tbw102_and_the_producers_queue_count(broker: FakeBroker) -> None:
+    assert serve(broker, send_request(topic="Fresh", queue_id=0, default_queues=2)).code == C.SUCCESS
+    assert broker.store.created_topics.get("Fresh") == TopicConfig("Fresh", 2, 2, 6)
+    assert broker.namesrv.noted == ["Fresh"]
+    assert all_topic_configs(broker)["TBW102"] == TopicConfig("TBW102", 4, 4, 7)
+
+
+def test_without_auto_create_a_send_to_an_unknown_topic_is_topic_not_exist(tmp_path: Path) -> None:
+    broker = FakeBroker(tmp_path, autoCreateTopicEnable=False)
+    answer = serve(broker, send_request(topic="Fresh"))
+    assert answer.code == C.TOPIC_NOT_EXIST
+    assert (answer.remark or "").startswith("topic[Fresh] not exist, apply first please!")
+    assert broker.store.max_offset == 0 and broker.store.created_topics.get("Fresh") is None
+    assert "TBW102" not in all_topic_configs(broker)
+    assert serve(broker, send_request(topic="%RETRY%cg", queue_id=0)).code == C.SUCCESS  # retry topics still
+    serve(broker, update_topic("Fresh"))
+    assert serve(broker, send_request(topic="Fresh")).code == C.SUCCESS

@@ -87,12 +87,16 @@ def test_the_request_is_what_a_rocketmq_broker_sends() -> None:
     assert body.topic_config_serialize_wrapper.data_version == DataVersion(2, 5, 1)
 
 
+def configs(*names: str) -> dict[str, TopicConfig]:
+    return {n: TopicConfig(n, 4, 4, 6) for n in names}
+
+
 def test_a_master_registers_as_0_with_every_name_server_and_its_topics_and_tbw102() -> None:
     async def test() -> None:
         first, second = Recorder(), Recorder()
         async with name_servers(first, second) as addresses:
             reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(2, True, 3),
-                                      lambda: ["Orders"], FakeClock())
+                                      lambda: configs("Orders"), FakeClock())
             await reg.register_all()
             await reg.stop()
         for recorder in (first, second):
@@ -110,13 +114,13 @@ def test_a_master_registers_as_0_with_every_name_server_and_its_topics_and_tbw10
 
 def test_a_slave_registers_under_its_own_id_and_the_version_moves_with_its_topics() -> None:
     async def test() -> None:
-        recorder, topics = Recorder(), ["A"]
+        recorder, topics = Recorder(), configs("A")
         async with name_servers(recorder) as addresses:
             reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(2, False, 1), lambda: topics,
                                       FakeClock())
             await reg.register_all()
             await reg.register_all()
-            topics.append("B")
+            topics.update(configs("B"))
             await reg.register_all()
             await reg.client.close()
         versions = [(i, b.topic_config_serialize_wrapper.data_version.counter) for i, b in recorder.registrations()]
@@ -128,7 +132,7 @@ def test_no_id_yet_means_no_registration() -> None:
     async def test() -> None:
         recorder = Recorder()
         async with name_servers(recorder) as addresses:
-            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(None, False, 0), list,
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(None, False, 0), dict,
                                       FakeClock())
             await reg.register_all()
             await reg.stop()
@@ -140,7 +144,7 @@ def test_a_new_topic_and_a_role_change_register_at_once() -> None:
     async def test() -> None:
         recorder = Recorder()
         async with name_servers(recorder) as addresses:
-            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), lambda: ["A"],
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), lambda: configs("A"),
                                       FakeClock(), interval_s=3600)
             reg.start()
             await until(lambda: len(recorder.registrations()) == 1, "the first registration")
@@ -157,7 +161,7 @@ def test_a_refusal_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     async def test() -> None:
         recorder = Recorder(ResponseCode.NO_PERMISSION)
         async with name_servers(recorder) as addresses:
-            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), list,
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), dict,
                                       FakeClock())
             for _ in range(3):
                 await reg.register_all()
@@ -174,7 +178,7 @@ def test_with_an_auth_token_every_request_is_signed_with_it() -> None:
         async with name_servers(recorder) as addresses:
             clock = FakeClock()
             config = BrokerConfig(authToken="s3cret-token")
-            reg = NamesrvRegistration(config, addresses, lambda: BrokerIdentity(1, True, 1), list, clock)
+            reg = NamesrvRegistration(config, addresses, lambda: BrokerIdentity(1, True, 1), dict, clock)
             await reg.register_all()
             await reg.stop()  # registered: unregisters
         assert [r.code for r in recorder.requests] == [RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER]
@@ -188,7 +192,7 @@ def test_a_broker_with_a_key_signs_every_field_a_name_server_reads() -> None:
     async def test() -> None:
         recorder, key = Recorder(), BrokerKey.generate()
         async with name_servers(recorder) as addresses:
-            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), lambda: ["A"],
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), lambda: configs("A"),
                                       FakeClock(), key=key)
             await reg.register_all()
             await reg.client.close()
@@ -210,7 +214,7 @@ def test_a_refused_registration_is_retried_soon_then_less_often() -> None:
     async def test() -> None:
         recorder = Recorder(ResponseCode.NO_PERMISSION)
         async with name_servers(recorder) as addresses:
-            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), list,
+            reg = NamesrvRegistration(CONFIG, addresses, lambda: BrokerIdentity(1, True, 1), dict,
                                       FakeClock(), interval_s=3600, retry_first_s=0.05)
             reg.start()
             await until(lambda: len(recorder.registrations()) >= 2, "a retry after the refusal")
@@ -229,7 +233,7 @@ def test_a_controller_that_is_no_name_server_is_not_retried_sooner() -> None:
     async def test() -> None:
         controller, namesrv = Recorder(ResponseCode.REQUEST_CODE_NOT_SUPPORTED), Recorder()
         async with name_servers(controller, namesrv) as (to_controller, to_namesrv):
-            reg = NamesrvRegistration(CONFIG, [to_controller], lambda: BrokerIdentity(1, True, 1), list,
+            reg = NamesrvRegistration(CONFIG, [to_controller], lambda: BrokerIdentity(1, True, 1), dict,
                                       FakeClock(), name_servers=[to_namesrv, to_controller])
             await reg.register_all()
             assert reg._retry_s is None and reg.registered_id == 0

@@ -17,8 +17,9 @@ from services.remoting.namesrv_bodies import TopicConfig, TopicConfigSerializeWr
 
 
 class Master:
-    def __init__(self, topics: list[str], code: int = ResponseCode.SUCCESS, body: bytes | None = None) -> None:
-        self.topics, self.code, self.body = topics, code, body
+    def __init__(self, topics: list[str], code: int = ResponseCode.SUCCESS, body: bytes | None = None,
+                 configs: dict[str, TopicConfig] | None = None) -> None:
+        self.topics, self.code, self.body, self.configs = topics, code, body, configs
         self.asked: list[str] = []
 
     async def call(self, address: str, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
@@ -26,7 +27,7 @@ class Master:
         if address == "down:1":
             raise UnreachableError("down:1 is unreachable")
         body = self.body if self.body is not None else TopicConfigSerializeWrapper(
-            {t: TopicConfig(t, 4, 4, 6) for t in self.topics}).encode()
+            self.configs or {t: TopicConfig(t, 4, 4, 6) for t in self.topics}).encode()
         return make_response(request, self.code, "refused" if self.code else None, None, body)
 
     async def close(self) -> None:
@@ -45,6 +46,22 @@ def test_the_masters_topics_are_created_here_once_and_announced(tmp_path: Path) 
     reloaded = TopicRegistry(tmp_path / "topics.json")
     reloaded.load()
     assert reloaded.names == {"Orders", "%RETRY%group"}  # on disk
+
+
+def test_the_masters_queue_counts_and_perm_are_copied_and_follow_its_updates(tmp_path: Path) -> None:
+    """As RocketMQ's syncTopicConfig: the config, not only the name; one this broker cannot keep is skipped."""
+    registry = TopicRegistry(tmp_path / "topics.json")
+    registry.create("Orders")
+    changed: list[list[str]] = []
+    master = Master([], configs={"Orders": TopicConfig("Orders", 8, 8, 6), "Ro": TopicConfig("Ro", 2, 1, 4),
+                                 "Huge": TopicConfig("Huge", 5000, 5000, 6)})
+    sync = TopicSync(registry, changed.append, master)  # type: ignore[arg-type]
+    assert asyncio.run(sync.sync_from("m:1")) is True
+    assert dict(registry.configs) == {"Orders": TopicConfig("Orders", 8, 8, 6), "Ro": TopicConfig("Ro", 2, 1, 4)}
+    master.configs = {"Orders": TopicConfig("Orders", 8, 4, 6)}  # the master reduced its writable queues
+    assert asyncio.run(sync.sync_from("m:1")) is True
+    assert registry.get("Orders") == TopicConfig("Orders", 8, 4, 6) and registry.get("Ro") is not None
+    assert changed == [["Orders", "Ro"], ["Orders"]]
 
 
 def test_a_refusal_an_unreachable_master_or_a_malformed_answer_changes_nothing(tmp_path: Path) -> None:
