@@ -27,6 +27,8 @@ from services.broker.schedule.delay_offsets import DelayOffsetFile
 from services.broker.schedule.service import ScheduleService
 from services.broker.slave_sync import SlaveSync, TopicSync
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
+from services.broker.transaction.progress import TransactionProgressFile
+from services.broker.transaction.service import TransactionService
 from services.common.clock import Clock, SystemClock
 from services.common.remoting_client import RemotingClient
 
@@ -86,6 +88,13 @@ class Broker:
                                         lambda: self.role is Role.MASTER, self.clock, RemotingClient(timeout_s=3.0))
         self.slave_sync.syncs.append(self.schedule.sync_from)
         self.remoting = BrokerRemoting(self)
+        self.transactions = TransactionService(
+            config.check_rules(), self.store,
+            TransactionProgressFile(config.store_dir / "config" / "transactionProgress.json"), self.put,
+            lambda: self.role is Role.MASTER, self.clock, RemotingClient(timeout_s=3.0),
+            self.remoting.client_manage.producers, self.remoting.store_host, config.brokerName)
+        self.remoting.serve_transactions(self.transactions)
+        self.slave_sync.syncs.append(self.transactions.sync_from)
         self.put_listeners: list[Callable[[list[Message]], None]] = [self.remoting.on_put]
 
     # ------------------------------------------------------------------ lifecycle
@@ -94,6 +103,7 @@ class Broker:
             self.store.open()
         self.consumer_offsets.load()
         self.schedule.offsets.load()
+        self.transactions.file.load()
         log.info("store %s opened: commitlog [%d, %d), confirmOffset %d, epochs %s", self.config.store_dir,
                  self.store.min_offset, self.store.max_offset, self.store.confirm_offset,
                  [str(e) for e in self.store.epochs.entries()])
@@ -107,11 +117,13 @@ class Broker:
         self.slave_sync.start()
         await self.remoting.start()
         self.schedule.start()
+        self.transactions.start()
         self.namesrv.start()
 
     async def stop(self) -> None:
         await self.namesrv.stop()
         await self.schedule.stop()
+        await self.transactions.stop()
         await self.remoting.stop()
         await self.slave_sync.stop()
         await self.consumer_offsets.stop()

@@ -10,6 +10,9 @@ codes                  processor                         served as
                                                          SERVICE_NOT_AVAILABLE, so clients re-route; delayed and
                                                          timed messages held (schedule/)
 36                     send.py                           a consumer's failed message to its retry topic or DLQ
+37                     end_transaction.py                a producer's commit or rollback of a half message
+                                                         (transaction/); 39 goes to a producer group's client
+                                                         for a check-back
 11, 361                pull.py (PullMessageProcessor)    remoting_pull.py: RocketMQ's message encoding in the body,
                                                          long polling
 14, 15, 38             consumer_manage.py                consumer offsets (consumer_offsets.py) and a group's clients
@@ -20,6 +23,7 @@ codes                  processor                         served as
 17, 21, 43, 45, 907,   admin.py (AdminBrokerProcessor)   topics, the whole offset tables (how a slave copies them), the
 908, 1007, 1008                                          controller mode's epoch entries, HA status, flush offset and
                                                          role hint
+20045                  this module                       the transaction check progress, for a slave (mqctl's own)
 other                  —                                 REQUEST_CODE_NOT_SUPPORTED
 =====================  ================================  ===========================================================
 
@@ -44,6 +48,7 @@ from services.broker.processor.admin import AdminParts, AdminProcessor
 from services.broker.processor.client_manage import EXPIRY_SCAN_S, ClientManageProcessor
 from services.broker.processor.common import Route, answer
 from services.broker.processor.consumer_manage import ConsumerManageProcessor
+from services.broker.processor.end_transaction import EndTransactionProcessor
 from services.broker.processor.pull import PullProcessor
 from services.broker.processor.query import QueryProcessor
 from services.broker.processor.send import SEND_REQUESTS, SendProcessor
@@ -62,6 +67,7 @@ from services.remoting.message import SocketAddress
 
 if TYPE_CHECKING:
     from services.broker.broker import Broker
+    from services.broker.transaction.service import TransactionService
 
 __all__ = ["BrokerRemoting", "request_limits"]
 
@@ -115,9 +121,20 @@ class BrokerRemoting:
             RC.GET_BROKER_HA_STATUS: admin.ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: admin.role_changed,
             bh.RESET_MASTER_FLUSH_OFFSET: admin.reset_master_flush_offset,
         }
+        self.max_message_size = config.maxMessageSize
         self.limits = request_limits(self._routes, config.maxMessageSize)
 
     # ------------------------------------------------------------------ wiring
+    def serve_transactions(self, service: TransactionService) -> None:
+        """Route END_TRANSACTION to the transaction service, and its progress to the slaves that copy it."""
+        end = EndTransactionProcessor(service.is_master, service.end)
+
+        async def progress(request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+            return answer(request, ResponseCode.SUCCESS, None, None, service.answer())
+        self._routes[bh.END_TRANSACTION] = end.serve
+        self._routes[bh.GET_TRANSACTION_PROGRESS] = progress
+        self.limits = request_limits(self._routes, self.max_message_size)
+
     def connection(self, server_state: Any) -> RemotingConnection:
         """A protocol for one remoting connection on the listen port (make_server's ``binary``)."""
         return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state, front=self.front,
