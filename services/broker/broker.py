@@ -27,8 +27,6 @@ from services.broker.schedule.delay_offsets import DelayOffsetFile
 from services.broker.schedule.service import ScheduleService
 from services.broker.slave_sync import SlaveSync, TopicSync
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
-from services.broker.transaction.progress import TransactionProgressFile
-from services.broker.transaction.service import TransactionService
 from services.common.clock import Clock, SystemClock
 from services.common.remoting_client import RemotingClient
 
@@ -88,12 +86,7 @@ class Broker:
                                         lambda: self.role is Role.MASTER, self.clock, RemotingClient(timeout_s=3.0))
         self.slave_sync.syncs.append(self.schedule.sync_from)
         self.remoting = BrokerRemoting(self)
-        self.transactions = TransactionService(
-            config.check_rules(), self.store,
-            TransactionProgressFile(config.store_dir / "config" / "transactionProgress.json"), self.put,
-            lambda: self.role is Role.MASTER, self.clock, RemotingClient(timeout_s=3.0),
-            self.remoting.client_manage.producers, self.remoting.store_host, config.brokerName)
-        self.remoting.serve_transactions(self.transactions)
+        self.transactions = self.remoting.transactions
         self.slave_sync.syncs.append(self.transactions.sync_from)
         self.put_listeners: list[Callable[[list[Message]], None]] = [self.remoting.on_put]
 

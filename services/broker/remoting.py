@@ -23,7 +23,7 @@ codes                  processor                         served as
 17, 21, 43, 45, 907,   admin.py (AdminBrokerProcessor)   topics, the whole offset tables (how a slave copies them), the
 908, 1007, 1008                                          controller mode's epoch entries, HA status, flush offset and
                                                          role hint
-20045                  this module                       the transaction check progress, for a slave (mqctl's own)
+88002                  admin.py                          the transaction check progress, for a slave (mqctl's own)
 other                  —                                 REQUEST_CODE_NOT_SUPPORTED
 =====================  ================================  ===========================================================
 
@@ -56,18 +56,21 @@ from services.broker.put_batcher import PutBatcher
 from services.broker.remoting_pull import Arrivals
 from services.broker.replicas_manager import Role
 from services.broker.store import Message
+from services.broker.transaction.progress import TransactionProgressFile
+from services.broker.transaction.service import TransactionService
 from services.common.codes import ResponseCode
 from services.common.offload import Busy, Offload
+from services.common.remoting_client import RemotingClient
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import broker_headers as bh
 from services.remoting.command import RemotingCommand, RequestCode
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.limits import HEARTBEAT_BODY, SMALL_BODY, BodyLimit, RequestLimits, server_limits
 from services.remoting.message import SocketAddress
+from services.remoting.mqctl_ext import GET_TRANSACTION_PROGRESS
 
 if TYPE_CHECKING:
     from services.broker.broker import Broker
-    from services.broker.transaction.service import TransactionService
 
 __all__ = ["BrokerRemoting", "request_limits"]
 
@@ -100,15 +103,22 @@ class BrokerRemoting:
                                                    broker.namesrv.note_topics, broker.clock,
                                                    self.offload)
         self.query = QueryProcessor(config, store)
+        is_master = lambda: broker.role is Role.MASTER  # noqa: E731 - read by two parts
+        self.transactions = TransactionService(
+            config.check_rules(), store, TransactionProgressFile(config.store_dir / "config" / "transactionProgress.json"),
+            broker.put, is_master, broker.clock, RemotingClient(timeout_s=3.0), self.client_manage.producers,
+            self.store_host, config.brokerName)
+        self.end_transaction = EndTransactionProcessor(is_master, self.transactions.end)
         self.admin = AdminProcessor(config, store, broker.consumer_offsets, broker.clock, AdminParts(
             role=lambda: broker.role, epoch_cache=broker.epoch_cache, ha_status=broker.ha_status,
             role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
+            transaction_progress=self.transactions.answer,
             note_topics=broker.namesrv.note_topics, io_lock=broker.io_lock))
         send, pull, consumer, client, query, admin = (self.send, self.pull, self.consumer_manage, self.client_manage,
                                                       self.query, self.admin)
         self._routes: dict[int, Route] = {
             RC.SEND_MESSAGE: send.serve, RC.SEND_MESSAGE_V2: send.serve, RC.SEND_BATCH_MESSAGE: send.serve,
-            bh.CONSUMER_SEND_MSG_BACK: send.send_back,
+            bh.CONSUMER_SEND_MSG_BACK: send.send_back, bh.END_TRANSACTION: self.end_transaction.serve,
             RC.PULL_MESSAGE: pull.serve, bh.LITE_PULL_MESSAGE: pull.serve,
             RC.QUERY_CONSUMER_OFFSET: consumer.query_offset, RC.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
             RC.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list, bh.LOCK_BATCH_MQ: consumer.lock_batch,
@@ -116,25 +126,15 @@ class BrokerRemoting:
             RC.HEART_BEAT: client.heartbeat, bh.UNREGISTER_CLIENT: client.unregister,
             RC.GET_MAX_OFFSET: query.max_offset, RC.GET_MIN_OFFSET: query.min_offset,
             bh.SEARCH_OFFSET_BY_TIMESTAMP: query.search_offset,
-            bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_DELAY_OFFSET: admin.all_delay_offsets, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+            bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_DELAY_OFFSET: admin.all_delay_offsets,
+            GET_TRANSACTION_PROGRESS: admin.transaction_progress, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
             bh.UPDATE_AND_CREATE_TOPIC: admin.create_topic, RC.GET_BROKER_EPOCH_CACHE: admin.epoch_cache,
             RC.GET_BROKER_HA_STATUS: admin.ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: admin.role_changed,
             bh.RESET_MASTER_FLUSH_OFFSET: admin.reset_master_flush_offset,
         }
-        self.max_message_size = config.maxMessageSize
         self.limits = request_limits(self._routes, config.maxMessageSize)
 
     # ------------------------------------------------------------------ wiring
-    def serve_transactions(self, service: TransactionService) -> None:
-        """Route END_TRANSACTION to the transaction service, and its progress to the slaves that copy it."""
-        end = EndTransactionProcessor(service.is_master, service.end)
-
-        async def progress(request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-            return answer(request, ResponseCode.SUCCESS, None, None, service.answer())
-        self._routes[bh.END_TRANSACTION] = end.serve
-        self._routes[bh.GET_TRANSACTION_PROGRESS] = progress
-        self.limits = request_limits(self._routes, self.max_message_size)
-
     def connection(self, server_state: Any) -> RemotingConnection:
         """A protocol for one remoting connection on the listen port (make_server's ``binary``)."""
         return RemotingConnection(self.handle, on_closed=self.on_closed, server_state=server_state, front=self.front,

@@ -27,7 +27,6 @@ __all__ = [
     "CHECK_TRANSACTION_STATE",
     "CONSUMER_SEND_MSG_BACK",
     "END_TRANSACTION",
-    "GET_TRANSACTION_PROGRESS",
     "CheckTransactionStateRequestHeader",
     "EndTransactionRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
@@ -76,9 +75,6 @@ RESET_MASTER_FLUSH_OFFSET = 908
 #: A producer ends a transaction (oneway), and the broker asks a producer of the group how one ended (oneway).
 END_TRANSACTION = 37
 CHECK_TRANSACTION_STATE = 39
-#: mqctl's own code, outside RocketMQ's ranges: a slave copies its master's transaction check progress
-#: (services/broker/transaction/progress.py) as it copies the delay offsets with 45.
-GET_TRANSACTION_PROGRESS = 20045
 
 
 def _flag_text(header: str, wire: str, value: str | None) -> bool:

@@ -1,7 +1,7 @@
 """The check progress of transactional messages: the half queue's and the op queue's watermarks
 (checks.py), on disk and on the wire.
 
-File ``<storePathRootDir>/config/transactionProgress.json`` and the body of GET_TRANSACTION_PROGRESS (20045,
+File ``<storePathRootDir>/config/transactionProgress.json`` and the body of GET_TRANSACTION_PROGRESS (88002,
 mqctl's own code), the same JSON::
 
     {"halfOffset": 12, "opOffset": 7, "logOffset": 81920, "crc": 1234567}

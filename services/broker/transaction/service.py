@@ -64,6 +64,7 @@ from services.remoting import broker_headers as bh
 from services.remoting.command import make_request
 from services.remoting.errors import BodyError
 from services.remoting.message import SocketAddress, encode_pulled
+from services.remoting.mqctl_ext import GET_TRANSACTION_PROGRESS
 
 if TYPE_CHECKING:
     from services.broker.broker import PutOutcome
@@ -317,7 +318,7 @@ class TransactionService:
         if self.index is not None:
             return True  # checking: this broker's own progress is the one
         try:
-            reply = await self.client.call(address, make_request(bh.GET_TRANSACTION_PROGRESS, 0))
+            reply = await self.client.call(address, make_request(GET_TRANSACTION_PROGRESS, 0))
             if reply.code != ResponseCode.SUCCESS:
                 log.warning("transaction progress from master %s: refused (%s)", address, reply.remark)
                 return False

@@ -542,9 +542,9 @@ def test_a_role_change_notification_is_only_a_hint(broker: FakeBroker, tmp_path:
 
 
 def test_other_codes_are_not_supported(broker: FakeBroker) -> None:
-    answer = serve(broker, make_request(37, 1))
-    assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 37 not supported")
-    assert serve(broker, make_request(37, 1, oneway=True)) is None
+    answer = serve(broker, make_request(46, 1))
+    assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 46 not supported")
+    assert serve(broker, make_request(46, 1, oneway=True)) is None
 
 
 def test_the_http_api_does_not_show_the_reserved_wire_property() -> None:
