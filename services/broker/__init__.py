@@ -6,4 +6,4 @@ __all__ = ["api", "broker", "channel", "cli", "commitlog", "config", "connection
            "consumers", "contract", "controller_api", "controller_remoting", "epoch_file", "flush", "ha", "identity", "metrics",
            "namesrv_registration", "processor", "put_batcher", "quorum", "rebalance_lock", "record", "remoting", "remoting_messages",
            "remoting_pull", "replicas_manager", "replication", "retention", "runtime_info", "schedule", "server", "slave_sync", "stats", "store", "store_check", "sync_state", "time_search",
-           "topic_rules", "topics"]
+           "topic_rules", "topics", "transaction"]

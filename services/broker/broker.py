@@ -89,6 +89,8 @@ class Broker:
         self.slave_sync.syncs.append(self.schedule.sync_from)
         self.stats = BrokerStats(self.clock.now_ms())
         self.remoting = BrokerRemoting(self)
+        self.transactions = self.remoting.transactions
+        self.slave_sync.syncs.append(self.transactions.sync_from)
         self.put_listeners: list[Callable[[list[Message]], None]] = [self.remoting.on_put]
 
     # ------------------------------------------------------------------ lifecycle
@@ -97,6 +99,7 @@ class Broker:
             self.store.open()
         self.consumer_offsets.load()
         self.schedule.offsets.load()
+        self.transactions.file.load()
         log.info("store %s opened: commitlog [%d, %d), confirmOffset %d, epochs %s", self.config.store_dir,
                  self.store.min_offset, self.store.max_offset, self.store.confirm_offset,
                  [str(e) for e in self.store.epochs.entries()])
@@ -110,11 +113,13 @@ class Broker:
         self.slave_sync.start()
         await self.remoting.start()
         self.schedule.start()
+        self.transactions.start()
         self.namesrv.start()
 
     async def stop(self) -> None:
         await self.namesrv.stop()
         await self.schedule.stop()
+        await self.transactions.stop()
         await self.remoting.stop()
         await self.slave_sync.stop()
         await self.consumer_offsets.stop()

@@ -15,6 +15,7 @@ from typing import Any
 from services.broker.contract import SEND_ROUTES
 from services.broker.retention import parse_delete_when
 from services.broker.schedule.levels import DEFAULT_LEVELS, DelayRules, parse_levels
+from services.broker.transaction.half import CheckRules
 from services.common.addresses import check_address
 from services.common.auth import check_token
 from services.common.errors import AddressError, ConfigError
@@ -98,6 +99,14 @@ class BrokerConfig(TlsProperties):
     #: How far ahead a timed message may be due (RocketMQ's timerMaxDelaySec, three days).
     timerMaxDelaySec: int = 3 * 86400
     rebalanceLockMaxLiveTime: int = 60000  # ms; RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime
+    #: Transactional messages (transaction/): refuse half messages (NO_PERMISSION), as RocketMQ's option does.
+    rejectTransactionMessage: bool = False
+    #: How long (ms) after its birth a half message is left to its producer before the first check-back.
+    transactionTimeOut: int = 6000
+    #: How many check-backs a half message gets before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC.
+    transactionCheckMax: int = 15
+    #: How often (ms) the master looks for half messages to check.
+    transactionCheckInterval: int = 30000
     fileReservedTime: int = 72  # hours (retention.py has the rules; RocketMQ's defaults throughout)
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
@@ -219,6 +228,10 @@ class BrokerConfig(TlsProperties):
             parse_levels(self.messageDelayLevel)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        for name, low, high in (("transactionTimeOut", 0, 86_400_000), ("transactionCheckMax", 1, 10_000),
+                                ("transactionCheckInterval", 100, 86_400_000)):
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(f"{name} must be between {low} and {high}, got {getattr(self, name)}")
         if not 0 < self.timerMaxDelaySec <= 10 * 365 * 86400:
             raise ConfigError("timerMaxDelaySec must be between 1 and 315360000 (ten years)")
         self._validate_retention()
@@ -275,6 +288,11 @@ class BrokerConfig(TlsProperties):
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+
+    def check_rules(self) -> CheckRules:
+        """The rules of the transaction check-back this configuration gives."""
+        return CheckRules(self.transactionTimeOut, self.transactionCheckMax, self.transactionCheckInterval,
+                          self.fileReservedTime * 3_600_000)
 
     def delay_rules(self) -> DelayRules:
         """The rules of delayed and timed messages this configuration gives (validate() checked them)."""

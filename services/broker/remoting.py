@@ -10,6 +10,9 @@ codes                  processor                         served as
                                                          SERVICE_NOT_AVAILABLE, so clients re-route; delayed and
                                                          timed messages held (schedule/)
 36                     send.py                           a consumer's failed message to its retry topic or DLQ
+37                     end_transaction.py                a producer's commit or rollback of a half message
+                                                         (transaction/); 39 goes to a producer group's client
+                                                         for a check-back
 11, 361                pull.py (PullMessageProcessor)    remoting_pull.py: RocketMQ's message encoding in the body,
                                                          long polling
 14, 15, 38             consumer_manage.py                consumer offsets (consumer_offsets.py) and a group's clients
@@ -22,6 +25,7 @@ codes                  processor                         served as
                                                          role hint
 28, 202, 203, 204,     stats.py (AdminBrokerProcessor's  runtime info (stats.py, runtime_info.py), a topic's queues, a
 208, 300               reads)                            group's progress, connections, who consumes a topic
+88002                  admin.py                          the transaction check progress, for a slave (mqctl's own)
 other                  —                                 REQUEST_CODE_NOT_SUPPORTED
 =====================  ================================  ===========================================================
 
@@ -47,6 +51,7 @@ from services.broker.processor.admin import AdminParts, AdminProcessor
 from services.broker.processor.client_manage import EXPIRY_SCAN_S, ClientManageProcessor
 from services.broker.processor.common import Route, answer
 from services.broker.processor.consumer_manage import ConsumerManageProcessor
+from services.broker.processor.end_transaction import EndTransactionProcessor
 from services.broker.processor.pull import PullProcessor
 from services.broker.processor.query import QueryProcessor
 from services.broker.processor.send import SEND_REQUESTS, SendProcessor
@@ -55,8 +60,11 @@ from services.broker.put_batcher import PutBatcher
 from services.broker.remoting_pull import Arrivals
 from services.broker.replicas_manager import Role
 from services.broker.store import Message
+from services.broker.transaction.progress import TransactionProgressFile
+from services.broker.transaction.service import TransactionService
 from services.common.codes import ResponseCode
 from services.common.offload import Busy, Offload
+from services.common.remoting_client import RemotingClient
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import admin_headers as ah
 from services.remoting import broker_headers as bh
@@ -64,6 +72,7 @@ from services.remoting.command import RemotingCommand, RequestCode
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.limits import HEARTBEAT_BODY, SMALL_BODY, BodyLimit, RequestLimits, server_limits
 from services.remoting.message import SocketAddress
+from services.remoting.mqctl_ext import GET_TRANSACTION_PROGRESS
 
 if TYPE_CHECKING:
     from services.broker.broker import Broker
@@ -102,18 +111,30 @@ class BrokerRemoting:
                                     self.connections, broker.clock, broker.runtime_facts)
         self.client_manage = ClientManageProcessor(self.consumers, store.created_topics,
                                                    broker.namesrv.note_topics, broker.clock,
-                                                   self.offload, self.stats.heard)
+                                                   self.offload, on_heard=self.stats.heard)
         self.query = QueryProcessor(config, store)
+        is_master = lambda: broker.role is Role.MASTER  # noqa: E731 - read by two parts
+        self.transactions = TransactionService(
+            config.check_rules(), store, TransactionProgressFile(config.store_dir / "config" / "transactionProgress.json"),
+            broker.put, is_master, broker.clock, RemotingClient(timeout_s=3.0), self.client_manage.producers,
+            self.store_host, config.brokerName)
+        self.end_transaction = EndTransactionProcessor(is_master, self.transactions.end)
         self.admin = AdminProcessor(config, store, broker.consumer_offsets, broker.clock, AdminParts(
             role=lambda: broker.role, epoch_cache=broker.epoch_cache, ha_status=broker.ha_status,
             role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
+            transaction_progress=self.transactions.answer,
             topics_changed=broker.namesrv.trigger, io_lock=broker.io_lock))
+        self._route_table()
+        self.limits = request_limits(self._routes, config.maxMessageSize)
+
+    def _route_table(self) -> None:
+        """The dispatch table: each code to the processor method that serves it."""
         send, consumer, client, query, admin, stats = (self.send, self.consumer_manage, self.client_manage,
                                                        self.query, self.admin, self.stats)
         pull = stats.counted_pull(self.pull.serve)
         self._routes: dict[int, Route] = {
             RC.SEND_MESSAGE: send.serve, RC.SEND_MESSAGE_V2: send.serve, RC.SEND_BATCH_MESSAGE: send.serve,
-            bh.CONSUMER_SEND_MSG_BACK: send.send_back,
+            bh.CONSUMER_SEND_MSG_BACK: send.send_back, bh.END_TRANSACTION: self.end_transaction.serve,
             RC.PULL_MESSAGE: pull, bh.LITE_PULL_MESSAGE: pull,
             RC.QUERY_CONSUMER_OFFSET: consumer.query_offset, RC.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
             RC.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list, bh.LOCK_BATCH_MQ: consumer.lock_batch,
@@ -121,7 +142,8 @@ class BrokerRemoting:
             RC.HEART_BEAT: client.heartbeat, bh.UNREGISTER_CLIENT: self._unregister,
             RC.GET_MAX_OFFSET: query.max_offset, RC.GET_MIN_OFFSET: query.min_offset,
             bh.SEARCH_OFFSET_BY_TIMESTAMP: query.search_offset,
-            bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_DELAY_OFFSET: admin.all_delay_offsets, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+            bh.GET_ALL_CONSUMER_OFFSET: admin.all_offsets, bh.GET_ALL_DELAY_OFFSET: admin.all_delay_offsets,
+            GET_TRANSACTION_PROGRESS: admin.transaction_progress, bh.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
             bh.UPDATE_AND_CREATE_TOPIC: admin.create_topic, RC.GET_BROKER_EPOCH_CACHE: admin.epoch_cache,
             RC.GET_BROKER_HA_STATUS: admin.ha_status, RC.NOTIFY_BROKER_ROLE_CHANGED: admin.role_changed,
             bh.RESET_MASTER_FLUSH_OFFSET: admin.reset_master_flush_offset,
@@ -130,7 +152,6 @@ class BrokerRemoting:
             ah.GET_PRODUCER_CONNECTION_LIST: stats.producer_connections,
             ah.QUERY_TOPIC_CONSUME_BY_WHO: stats.consume_by_who,
         }
-        self.limits = request_limits(self._routes, config.maxMessageSize)
 
     # ------------------------------------------------------------------ wiring
     def connection(self, server_state: Any) -> RemotingConnection:

@@ -9,9 +9,8 @@ message's fields and never shows as a property. A record written over HTTP has n
 with flag 0, sysFlag 0, born when stored, from 0.0.0.0:0. A client may not set a property whose name
 starts with ``__MQCTL.``.
 
-What the store cannot honour is refused rather than stored as an ordinary message: a transactional half
-message (``TRAN_MSG``, or a prepared sysFlag) gets ``NO_PERMISSION`` with a remark naming it. Delayed and
-timed messages are stored in their schedule topics (schedule/levels.py).
+Transactional half messages are stored in the half topic (transaction/half.py), delayed and timed messages
+in their schedule topics (schedule/levels.py).
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from services.broker.store import Message
 from services.common.codes import ResponseCode
 from services.remoting.broker_headers import SendMessageRequestHeader
 from services.remoting.message import (
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_TYPE_MASK,
     UNKNOWN_HOST,
     PulledMessage,
     SocketAddress,
@@ -98,9 +95,6 @@ def send_refusal(properties: dict[str, str], sys_flag: int) -> Refusal | None:
     if reserved is not None:
         return Refusal(ResponseCode.MESSAGE_ILLEGAL, f"property {reserved[:64]!r} is reserved: names starting "
                                                      f"with {RESERVED_PREFIX} are the broker's own")
-    if properties.get("TRAN_MSG", "").lower() == "true" or \
-            sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
-        return Refusal(ResponseCode.NO_PERMISSION, "transactional (half) messages are not supported by this broker")
     return None
 
 

@@ -24,7 +24,11 @@ __all__ = [
     "UPDATE_AND_CREATE_TOPIC",
     "CreateTopicRequestHeader",
     "BROKER_RESPONSE_HEADERS",
+    "CHECK_TRANSACTION_STATE",
     "CONSUMER_SEND_MSG_BACK",
+    "END_TRANSACTION",
+    "CheckTransactionStateRequestHeader",
+    "EndTransactionRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "GET_ALL_CONSUMER_OFFSET",
     "GET_ALL_DELAY_OFFSET",
@@ -68,6 +72,9 @@ GET_ALL_DELAY_OFFSET = 45
 #: answer as 11, served by the same processor in RocketMQ's broker.
 LITE_PULL_MESSAGE = 361
 RESET_MASTER_FLUSH_OFFSET = 908
+#: A producer ends a transaction (oneway), and the broker asks a producer of the group how one ended (oneway).
+END_TRANSACTION = 37
+CHECK_TRANSACTION_STATE = 39
 
 
 def _flag_text(header: str, wire: str, value: str | None) -> bool:
@@ -337,6 +344,39 @@ class CreateTopicRequestHeader(CustomHeader):
     force: bool = _bool("force", default=False)
 
 
+# ------------------------------------------------------------------------------------------- transactions
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndTransactionRequestHeader(CustomHeader):
+    """37 END_TRANSACTION (header/EndTransactionRequestHeader): the producer's verdict on the half message at
+    ``commitLogOffset`` (queue offset ``tranStateTableOffset`` of RMQ_SYS_TRANS_HALF_TOPIC); ``commitOrRollback``
+    is MessageSysFlag's 0 (not known), 8 (commit) or 12 (rollback)."""
+
+    producer_group: str = _string("producerGroup", required=True, default=MISSING)
+    tran_state_table_offset: int = _long("tranStateTableOffset", required=True, default=MISSING)
+    commit_log_offset: int = _long("commitLogOffset", required=True, default=MISSING)
+    commit_or_rollback: int = _int("commitOrRollback", required=True, default=MISSING)
+    msg_id: str = _string("msgId", required=True, default=MISSING)
+    from_transaction_check: bool | None = _bool("fromTransactionCheck")
+    transaction_id: str | None = _string("transactionId")
+    topic: str | None = _string("topic")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckTransactionStateRequestHeader(CustomHeader):
+    """39 CHECK_TRANSACTION_STATE (header/CheckTransactionStateRequestHeader, broker -> producer, oneway): how
+    did the transaction of the half message in the body end? The producer answers with 37, these offsets in it."""
+
+    tran_state_table_offset: int = _long("tranStateTableOffset", required=True, default=MISSING)
+    commit_log_offset: int = _long("commitLogOffset", required=True, default=MISSING)
+    topic: str | None = _string("topic")
+    msg_id: str | None = _string("msgId")
+    transaction_id: str | None = _string("transactionId")
+    offset_msg_id: str | None = _string("offsetMsgId")
+    bname: str | None = _string("bname")
+
+
 #: The request header class of each broker request code that has one.
 BROKER_REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
@@ -351,6 +391,8 @@ BROKER_REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
     UNREGISTER_CLIENT: UnregisterClientRequestHeader,
     CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
+    END_TRANSACTION: EndTransactionRequestHeader,
+    CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
     UPDATE_AND_CREATE_TOPIC: CreateTopicRequestHeader,
     NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
 }
@@ -374,3 +416,4 @@ class ResetMasterFlushOffsetHeader(CustomHeader):
     flushed offset; RocketMQ's broker ignores it while it is master."""
 
     master_flush_offset: int | None = _long("masterFlushOffset")
+

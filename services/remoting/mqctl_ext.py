@@ -9,7 +9,9 @@ have, for the safety features RocketMQ lacks (see docs/security.md).
   broker's (a RocketMQ name server ignores both);
 * ``asyncLearner`` on 904 BROKER_HEARTBEAT: the broker replicates but never joins the SyncStateSet;
 * ``incarnation`` on 904: which process of the broker sends it (controller/heartbeat.py);
-* 88001 GET_BROKER_KEYS: the keys the controller holds for a group (a slave checks its master's with it).
+* 88001 GET_BROKER_KEYS: the keys the controller holds for a group (a slave checks its master's with it);
+* 88002 GET_TRANSACTION_PROGRESS (broker to broker): the master's transaction check progress, which its slaves
+  copy (services/broker/transaction/progress.py).
 
 Extra extFields are ignored by RocketMQ's header decoding, so a RocketMQ controller reads these requests
 as its own; a RocketMQ broker sends none of them and our controller treats it as a broker without a key.
@@ -25,11 +27,12 @@ from services.remoting.bodies import Body, _broker_addrs, _Obj
 from services.remoting.errors import BodyError, HeaderFieldError
 from services.remoting.headers import CustomHeader, RegisterBrokerRequestHeader, _bool, _long, _string
 
-__all__ = ["GET_BROKER_KEYS", "REGISTRATION_SIGNED_FIELDS", "SIGNED_AT", "BrokerExtension", "BrokerKeys",
+__all__ = ["GET_BROKER_KEYS", "GET_TRANSACTION_PROGRESS", "REGISTRATION_SIGNED_FIELDS", "SIGNED_AT", "BrokerExtension", "BrokerKeys",
            "BrokerKeysRequestHeader"]
 
 #: mqctl's own request code (RocketMQ's codes leave 88001 unused).
 GET_BROKER_KEYS = 88001
+GET_TRANSACTION_PROGRESS = 88002
 
 SIGNED_AT = "signedAt"
 #: What a broker's key signs in a registration (103): every field a name server reads (MixAll.ZONE_NAME

@@ -51,6 +51,7 @@ class AdminParts:
     topics_changed: Callable[[], None]
     io_lock: threading.Lock
     delay_offsets: Callable[[], bytes]
+    transaction_progress: Callable[[], bytes]
 
 
 class AdminProcessor:
@@ -62,6 +63,10 @@ class AdminProcessor:
         self.clock = clock
         self.parts = parts
         self._verifier: Verifier | None = None
+
+    async def transaction_progress(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """The check progress of transactional messages (transaction/progress.py), as on disk (mqctl's 88002)."""
+        return answer(request, ResponseCode.SUCCESS, None, None, self.parts.transaction_progress())
 
     async def all_delay_offsets(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         """The delivery progress of delayed and timed messages (schedule/delay_offsets.py), as on disk."""

@@ -1,7 +1,8 @@
 """Clients joining and leaving consumer groups: RocketMQ's ClientManageProcessor.
 
 HEART_BEAT (34) registers the client's groups and subscriptions (consumers.py) and creates each group's
-retry topic; UNREGISTER_CLIENT (35) and a closed connection take a client out; clients not heard for two
+retry topic, and registers its producer groups (the connections a transaction check-back is sent on, RocketMQ's
+ProducerManager); UNREGISTER_CLIENT (35) and a closed connection take a client out; clients not heard for two
 minutes expire. Every change tells the group's clients to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, 40,
 oneway on their connections).
 """
@@ -44,10 +45,11 @@ class ClientManageProcessor:
     decoding worker."""
 
     def __init__(self, consumers: ConsumerGroups, topics: TopicRegistry, note_topics: Callable[[list[str]], None],
-                 clock: Clock, offload: Offload,
+                 clock: Clock, offload: Offload, producers: ConsumerGroups | None = None,
                  on_heard: Callable[[RemotingCommand, RemotingConnection, bb.HeartbeatData], None] | None = None) \
             -> None:
         self.consumers = consumers
+        self.producers = producers if producers is not None else ConsumerGroups()
         self.on_heard = on_heard
         self.topics = topics
         self.note_topics = note_topics
@@ -56,7 +58,13 @@ class ClientManageProcessor:
         self._opaque = itertools.count(1)
 
     async def heartbeat(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
-        data, client, groups = await self.offload.run(len(request.body), lambda: read_heartbeat_data(request.body))
+        data, client, groups, producer_groups = await self.offload.run(len(request.body),
+                                                                       lambda: read_heartbeat_data(request.body))
+        for group in producer_groups:
+            try:
+                self.producers.register(group, client, conn, {}, self.clock.now_ms())
+            except RegistryFull as exc:
+                return answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
         changed = []
         for group, subs in groups:
             try:
@@ -90,11 +98,14 @@ class ClientManageProcessor:
         h = bh.UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
         if h.consumer_group and self.consumers.unregister(h.consumer_group, h.client_id):
             self.notify_groups([h.consumer_group])
+        if h.producer_group:
+            self.producers.unregister(h.producer_group, h.client_id)
         return answer(request, ResponseCode.SUCCESS)
 
     def channel_closed(self, conn: RemotingConnection) -> None:
         """A client's connection closed: its consumers leave their groups (RocketMQ's channel close)."""
         self.notify_groups(self.consumers.channel_closed(conn))
+        self.producers.channel_closed(conn)
 
     def notify_groups(self, groups: list[str]) -> None:
         """Tell every client of each group to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, oneway)."""
@@ -114,15 +125,16 @@ class ClientManageProcessor:
     def expire(self) -> None:
         """Clients not heard for two minutes leave their groups (run every EXPIRY_SCAN_S)."""
         self.notify_groups(self.consumers.expire(self.clock.now_ms()))
+        self.producers.expire(self.clock.now_ms())
 
 
-def read_heartbeat(body: bytes) -> tuple[str, list[tuple[str, dict[str, str]]]]:
-    """A heartbeat's client id and, per consumer group, its subscriptions (topic -> expression), every name
-    and expression checked; pure, so a large one is read off the loop. Raises BodyError."""
+def read_heartbeat(body: bytes) -> tuple[str, list[tuple[str, dict[str, str]]], list[str]]:
+    """A heartbeat's client id, per consumer group its subscriptions (topic -> expression), and its producer
+    groups, every name and expression checked; pure, so a large one is read off the loop. Raises BodyError."""
     return read_heartbeat_data(body)[1:]
 
 
-def read_heartbeat_data(body: bytes) -> tuple[bb.HeartbeatData, str, list[tuple[str, dict[str, str]]]]:
+def read_heartbeat_data(body: bytes) -> tuple[bb.HeartbeatData, str, list[tuple[str, dict[str, str]]], list[str]]:
     """``read_heartbeat``, with the heartbeat itself."""
     data = bb.HeartbeatData.decode(body)
     client = data.client_id or ""
@@ -134,7 +146,13 @@ def read_heartbeat_data(body: bytes) -> tuple[bb.HeartbeatData, str, list[tuple[
         if GROUP_PATTERN.fullmatch(group) is None:
             raise BodyError(f"consumerDataSet: groupName {group[:80]!r} is not a group name")
         groups.append((group, _subscriptions(consumer)))
-    return data, client, groups
+    producers = []
+    for producer in data.producer_data_set:
+        group = producer.group_name or ""
+        if GROUP_PATTERN.fullmatch(group) is None:
+            raise BodyError(f"producerDataSet: groupName {group[:80]!r} is not a group name")
+        producers.append(group)
+    return data, client, groups, producers
 
 
 def _subscriptions(consumer: bb.ConsumerData) -> dict[str, str]:

@@ -8,7 +8,7 @@ flush and ack waits), and answered with the put status as RocketMQ's response co
 connection's front path (``front``): checked at once, answered from the batcher's callback, no task each;
 a large batch is read off the loop (``serve``). A delayed or timed message is stored in its schedule topic,
 and a send to a retry topic past its group's maxReconsumeTimes in the group's dead-letter queue (as RocketMQ's
-handleRetryAndDLQ). ``send_back`` serves 36, a consumer's failed message (schedule/retry.py).
+handleRetryAndDLQ), and a transactional one as a half message (transaction/half.py). ``send_back`` serves 36, a consumer's failed message (schedule/retry.py).
 
 A send to a topic this broker does not hold creates it first, as RocketMQ's createTopicInSendMessageMethod
 does (with autoCreateTopicEnable; a group's retry topic always): off the loop, since its config is written
@@ -38,6 +38,7 @@ from services.broker.topic_rules import (
     send_refusal,
 )
 from services.broker.topics import TopicsFull
+from services.broker.transaction.half import is_transactional, to_half
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.offload import INLINE_BYTES, Offload
@@ -151,6 +152,8 @@ class SendProcessor:
         messages = to_store_messages(header, request.body, host, self.config.brokerClusterName)
         if isinstance(messages, Refusal):
             return answer(request, messages.code, messages.remark)
+        if any(is_transactional(m.properties, header.sys_flag) for m in messages):
+            return self._half(request, header, messages)
         try:
             for message in messages:  # alone, so that it cannot fail the sends it is stored with
                 self.validate(message)
@@ -159,6 +162,21 @@ class SendProcessor:
         except (MessageIllegal, NotSchedulable) as exc:
             return answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
         return messages, [m.properties.get("UNIQ_KEY", "") for m in messages]
+
+    def _half(self, request: RemotingCommand, header: bh.SendMessageRequestHeader, messages: list[Message]) -> Prepared:
+        """A transactional send, stored as a half message (transaction/half.py): never scheduled, never a batch
+        (RocketMQ's producer sends none), refused when rejectTransactionMessage is set."""
+        if header.is_batch:
+            return answer(request, ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold transactional messages")
+        if self.config.rejectTransactionMessage:
+            return answer(request, ResponseCode.NO_PERMISSION, f"the broker[{self.config.brokerName}] sending "
+                          "transaction message is forbidden")
+        try:
+            self.validate(messages[0])
+        except MessageIllegal as exc:
+            return answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        half = to_half(messages[0])
+        return [half], [half.properties.get("UNIQ_KEY", "")]
 
     def check(self, header: bh.SendMessageRequestHeader, body: bytes) -> Refusal | TopicConfig | None:
         """RocketMQ's msgCheck: why the send is refused, or the config of the topic to create before it."""

@@ -231,7 +231,6 @@ def test_put_statuses_become_rocketmqs_send_codes(broker: FakeBroker, status: st
     (send_request(TIMER_DELAY_SEC=str(3 * 86400 + 1)), C.MESSAGE_ILLEGAL, "more than timerMaxDelaySec"),
     (send_request(topic="%RETRY%cg", queue_id=1), C.INVALID_PARAMETER,
      "request queueId[1] is illegal, TopicConfig [topicName=%RETRY%cg, readQueueNums=1, writeQueueNums=1, perm=RW-"),
-    (send_request(TRAN_MSG="true"), C.NO_PERMISSION, "transactional"),
     (send_request(body=b""), C.MESSAGE_ILLEGAL, "body is empty"),
     (make_request(RC.SEND_MESSAGE, 1, {"topic": "T"}, b"x"), C.INVALID_PARAMETER, "'producerGroup' is missing"),
     (make_request(RC.SEND_BATCH_MESSAGE, 1, send_request(code=RC.SEND_BATCH_MESSAGE).ext_fields, b"\x00\x00\x00\x07"),
@@ -244,6 +243,14 @@ def test_sends_that_cannot_be_stored_are_refused(broker: FakeBroker, request_: R
     answer = serve(broker, request_)
     assert answer.code == code and remark in (answer.remark or "")
     assert broker.store.max_offset == 0
+
+
+def test_a_transactional_send_is_held_in_the_half_topic(broker: FakeBroker) -> None:
+    answer = serve(broker, send_request(TRAN_MSG="true", PGROUP="pg", UNIQ_KEY="TX1"))
+    assert answer.code == C.SUCCESS and answer.ext_fields["transactionId"] == "TX1"
+    assert broker.store.get_messages("TopicTest", 1, 0, 1).records == []  # invisible in its real topic
+    (half,) = broker.store.get_messages("RMQ_SYS_TRANS_HALF_TOPIC", 0, 0, 1).records
+    assert half.properties["REAL_TOPIC"] == "TopicTest" and half.properties["TRAN_MSG"] == "true"
 
 
 def test_a_oneway_send_is_stored_and_not_answered(broker: FakeBroker) -> None:
@@ -565,9 +572,9 @@ def test_a_role_change_notification_is_only_a_hint(broker: FakeBroker, tmp_path:
 
 
 def test_other_codes_are_not_supported(broker: FakeBroker) -> None:
-    answer = serve(broker, make_request(37, 1))
-    assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 37 not supported")
-    assert serve(broker, make_request(37, 1, oneway=True)) is None
+    answer = serve(broker, make_request(46, 1))
+    assert (answer.code, answer.remark) == (C.REQUEST_CODE_NOT_SUPPORTED, " request type 46 not supported")
+    assert serve(broker, make_request(46, 1, oneway=True)) is None
 
 
 def test_the_http_api_does_not_show_the_reserved_wire_property() -> None:

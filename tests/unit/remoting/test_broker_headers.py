@@ -145,5 +145,5 @@ def test_every_header_class_is_mapped_and_the_codes_are_rocketmqs() -> None:
     assert (bh.UNREGISTER_CLIENT, bh.NOTIFY_CONSUMER_IDS_CHANGED, bh.GET_ALL_CONSUMER_OFFSET) == (35, 40, 43)
     assert (bh.UPDATE_AND_CREATE_TOPIC, bh.LITE_PULL_MESSAGE) == (17, 361)
     assert (bh.CONSUMER_SEND_MSG_BACK, bh.GET_ALL_DELAY_OFFSET) == (36, 45)
-    assert set(bh.BROKER_REQUEST_HEADERS) == {10, 310, 320, 11, 361, 14, 15, 17, 30, 31, 36, 38, 35, 40}
+    assert set(bh.BROKER_REQUEST_HEADERS) == {10, 310, 320, 11, 361, 14, 15, 17, 30, 31, 36, 37, 38, 35, 39, 40}
     assert set(bh.BROKER_RESPONSE_HEADERS) == {10, 310, 320, 11, 361, 14, 30, 31}
