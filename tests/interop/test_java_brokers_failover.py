@@ -19,7 +19,7 @@ import pytest
 
 from tests.interop.failover import Record, Scenario
 from tests.interop.sides import JavaBrokers, OurControllers, TheirControllers
-from tests.rocketmq import VERSIONS, RocketMQ
+from tests.rocketmq import SCENARIO_VERSIONS, RocketMQ
 from tests.rocketmq.fetch import require_java
 from tests.rocketmq.javaclients import JavaClients
 from tests.rocketmq.servers import BROKER_DEFAULTS, CONTROLLER_DEFAULTS, Runtime
@@ -55,7 +55,7 @@ def run(root: Path, version: str, ours: bool) -> Record:
     return record
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="module", params=SCENARIO_VERSIONS)
 def version(request: pytest.FixtureRequest) -> str:
     """The RocketMQ version of the Java brokers, the client and (in the second run) the controllers."""
     return str(request.param)

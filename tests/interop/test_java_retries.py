@@ -27,7 +27,7 @@ import pytest
 from mqctl.cluster import ControllerCluster, make_broker
 from tests.integration.conftest import FAST_BROKER_PROPS, FAST_SCANS
 from tests.interop.test_java_clients import GROUP, OurSide, TheirSide, kit_or_skip
-from tests.rocketmq import VERSIONS, RocketMQCluster, leftover_pids
+from tests.rocketmq import SCENARIO_VERSIONS, RocketMQCluster, leftover_pids
 from tests.rocketmq.javaclients import ClientRun, JavaClients, wait_for
 from tests.rocketmq.jvm import poll
 
@@ -169,7 +169,7 @@ def our_broker(root: Path) -> Iterator[OurSide]:
         controllers.stop()
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="module", params=SCENARIO_VERSIONS)
 def clients(request: pytest.FixtureRequest) -> JavaClients:
     version: str = request.param
     return kit_or_skip(lambda: JavaClients(version).build())

@@ -19,7 +19,7 @@ import pytest
 
 from tests.interop.failover import Record, Scenario
 from tests.interop.sides import OurBrokers, TheirControllers
-from tests.rocketmq import VERSIONS, RocketMQ
+from tests.rocketmq import SCENARIO_VERSIONS, RocketMQ
 from tests.rocketmq.fetch import require_java
 from tests.rocketmq.javaclients import JavaClients
 from tests.rocketmq.servers import CONTROLLER_DEFAULTS, Runtime
@@ -50,7 +50,7 @@ def run(root: Path, version: str) -> Record:
     return record
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="module", params=SCENARIO_VERSIONS)
 def record(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Record]:
     yield run(tmp_path_factory.mktemp(f"mqctl-under-rocketmq-{request.param}"), request.param)
 

@@ -12,6 +12,8 @@ Maven Central serves here (5.3.4's and 5.5.1's srvutil, remoting, common, client
 
 from __future__ import annotations
 
+import os
+
 from tests.rocketmq.cluster import RocketMQCluster, leftover_pids, mqadmin, running
 from tests.rocketmq.errors import ArtifactUnavailable, KitError, NotReady, ProcessExited, ToolMissing
 from tests.rocketmq.fetch import RocketMQ
@@ -21,9 +23,14 @@ from tests.rocketmq.servers import Broker, ControllerGroup, NameServer, Runtime
 PINNED = "5.3.3"
 SECOND = "5.5.0"
 VERSIONS = (PINNED, SECOND)
+#: The versions the broker and client scenarios run against (mixed clusters, the consumers' life cycle,
+#: retries): the pinned one, as the controller and admin tests and the Java clients' failover run on both
+#: legs; MQCTL_ROCKETMQ_ALL_VERSIONS=1 runs the scenarios on both too (about five minutes more).
+SCENARIO_VERSIONS = VERSIONS if os.environ.get("MQCTL_ROCKETMQ_ALL_VERSIONS") == "1" else (PINNED,)
 
 __all__ = [
     "PINNED",
+    "SCENARIO_VERSIONS",
     "SECOND",
     "VERSIONS",
     "ArtifactUnavailable",
