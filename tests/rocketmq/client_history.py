@@ -13,6 +13,10 @@ PAUSED     the next seq, async sends still unanswered: a producer's --pause-whil
 RESUMED    the next seq: that file is gone
 ASSIGNED   the queues a lite-pull consumer in assign mode took
 REFUSED    seq, queue id, queue offset: a push consumer refused this delivery (--reconsume-every)
+LOCAL      seq, the local transaction's answer, the send result's local state, transaction id
+           (transaction-produce)
+CHECKED    seq, the answer, transaction id, msgId, reconsume times: a broker's check-back, answered
+SENT_ALL   sent, failed: a transaction-produce run's sends are over (it stays up for check-backs)
 CONSUMED   seq (-1 for a body the program did not write), queue id, queue offset, tags, keys, body length,
            reconsume times, broker name, store host, msgId
 DONE       a summary; the run ended as asked

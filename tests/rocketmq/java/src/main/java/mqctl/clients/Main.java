@@ -15,6 +15,8 @@ import java.util.Arrays;
  * lite-pull     --namesrv A --topic T --group G --history F --until FILE [--expression *] [--assign true]
  * seek-time     --namesrv A --topic T --group G --history F --until FILE --timestamp MS   (SeekTime.java)
  * poison        --namesrv A --topic T --group G --history F --until FILE --poison-every K --max-reconsume N   (PoisonConsume.java)
+ * transaction-produce  --namesrv A --topic T --history F --until FILE [--rounds 30] [--first 0] [--group G]
+ *               [--pause-ms 20] [--send-timeout-ms 3000]    commit, roll back, leave to the check-back (TransactionProduce.java)
  * </pre>
  *
  * Every mode also takes {@code --deadline-s} (600: the longest it runs), {@code --route-poll-ms},
@@ -59,6 +61,8 @@ public final class Main {
                 return SeekTime.run(options);
             case "poison":
                 return PoisonConsume.run(options);
+            case "transaction-produce":
+                return TransactionProduce.run(options);
             default:
                 throw new Options.UsageError("unknown mode " + args[0] + " in " + Arrays.toString(args));
         }
