@@ -50,6 +50,11 @@ class Side:
         info = self.sync_state()
         return [Replica(str(r.broker_address)) for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)]
 
+    @property
+    def version(self) -> str:
+        """The version of the mqadmin that administers the side."""
+        return self.runtime.rocketmq.version
+
     def mqadmin(self, *args: str) -> subprocess.CompletedProcess[str]:
         return mqadmin(self.runtime, self.admin, args, self.namesrv)
 

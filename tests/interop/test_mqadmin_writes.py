@@ -92,6 +92,13 @@ def test_elect_master(transcripts: Transcripts, step: str, tool: str, target: in
     SyncStateSet epoch above the one before (replicas that rejoined in between may have moved it on)."""
     side, before = transcripts[0].side, transcripts[0].contexts[step]["before"]
     output = transcripts[0].outputs[step][tool]
+    if tool == "mqadmin" and scenario.STEP[step].mqadmin_fails(side.version):
+        # mqadmin of this version cannot read the answer (scenario.UNREADABLE_ELECTION), but the election
+        # is made: the state the next step started from has broker 2 master, one master epoch up
+        assert output.startswith(scenario.FAILED) and f'"syncStateSet":[{target}]}}' in output, output
+        after = transcripts[0].contexts["electMaster back to 1"]["before"]
+        assert (after.master_broker_id, after.master_epoch) == (target, before.master_epoch + 1)
+        return
     epoch = int(output.rsplit("\t", 1)[1])
     assert before.sync_state_set_epoch < epoch <= side.sync_state().sync_state_set_epoch
     assert output == elected(side, before.master_epoch, target, epoch)
