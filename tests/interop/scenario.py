@@ -30,7 +30,7 @@ FLUSH_OFFSET = "64"
 
 Args = Callable[[Side, dict[str, Any]], tuple[str, ...]]
 
-#: mqadmin 5.4.0 and later (fastjson2) cannot read the answer to an election (1010), whose broker ids are
+#: mqadmin on fastjson2 (5.4.0 on; seen with 5.5.0) cannot read the answer to an election (1002), whose broker ids are
 #: bare map keys as RocketMQ's controllers write them (fastjson's form; ours write the same bytes): the
 #: election is made, then mqadmin prints the decoder's exception (as apache/rocketmq#10284 for another
 #: body). Where a step is expected to fail so, what mqadmin printed is its stdout and then this line.
