@@ -18,8 +18,8 @@ from services.common.errors import MqctlError
 CONTROLLER_PROPS: dict[str, Any] = {"scanNotActiveBrokerInterval": 2000, "scanInactiveMasterInterval": 2000,
                                     "notifyBrokerRoleChanged": "true", "enableElectUncleanMaster": "false"}
 #: The kit's broker settings that ours share (BROKER_DEFAULTS there), over remoting to the controllers, and
-#: RocketMQ's default number of queues for a topic that updateTopic creates (8; ours takes the same count for
-#: every topic, and 4 unless told: docs/compatibility.md).
+#: RocketMQ's broker's default queue count (8: TBW102's, so a topic a send creates gets as many; ours default
+#: to 4).
 BROKER_PROPS: dict[str, Any] = {
     "controllerProtocol": "remoting", "defaultTopicQueueNums": 8, "allAckInSyncStateSet": "true", "totalReplicas": 3, "inSyncReplicas": 2,
     "minInSyncReplicas": 1, "flushDiskType": "ASYNC_FLUSH", "brokerHeartbeatInterval": 1000,

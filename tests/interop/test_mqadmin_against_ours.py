@@ -14,10 +14,12 @@ import pytest
 
 from services.common.rocketmq_properties import CONTROLLER_PROPERTIES
 from tests.interop import normalise as n
+from tests.interop import scenario
 from tests.interop.admin_sides import Side
 from tests.interop.conftest import Answers
 from tests.interop.normalise import Addresses, Rule, applied
 from tests.interop.scenario import STEP, STEPS, Transcript
+from tests.rocketmq import probe
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -88,6 +90,14 @@ def test_the_scenario(transcripts: Transcripts, sides: tuple[Side, Side], step: 
         theirs = rocketmq.outputs["electMaster to 2"]["mqadmin"].replace('"syncStateSet":[2]', '"syncStateSet":[1]')
     theirs, mine = both(sides, theirs, ours.outputs[step]["mqadmin"], STEP_RULES.get(step, ()))
     assert mine == theirs
+
+
+def test_update_topic_with_its_options_on_ours(transcripts: Transcripts) -> None:
+    """mqadmin's updateTopic -r 4 -w 2 -p 4 gives our master (broker 1 then) the topic as asked, as it gives
+    RocketMQ's."""
+    topics = probe.topic_configs(transcripts[1].side.broker(1))
+    options = topics[scenario.TOPIC_WITH_OPTIONS]
+    assert (options.read_queue_nums, options.write_queue_nums, options.perm) == (4, 2, 4)
 
 
 def test_the_elections_left_broker_1_master_on_ours(transcripts: Transcripts) -> None:
