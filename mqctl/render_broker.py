@@ -10,20 +10,24 @@ from rich.text import Text
 from mqctl.app import App
 from mqctl.terminal import terminal_safe
 
+#: The broker's put status as the Java producer names it (SendStatus); the others have the same names.
+SEND_STATUS = {"PUT_OK": "SEND_OK"}
+
 
 @terminal_safe
 def show_sent(app: App, fmt: str, results: list[dict[str, Any]]) -> None:
     docs = [{"brokerName": r.get("brokerName"), "brokerAddr": r.get("brokerAddr"), "status": r.get("status"),
-             "msgId": r.get("msgId"), "queueId": r.get("queueId"), "queueOffset": r.get("queueOffset"),
-             "commitLogOffset": r.get("commitLogOffset")} for r in results]
+             "msgId": r.get("msgId"), "uniqKey": r.get("uniqKey"), "queueId": r.get("queueId"),
+             "queueOffset": r.get("queueOffset"), "commitLogOffset": r.get("commitLogOffset")} for r in results]
     if fmt == "json":
         app.print_json(docs[0] if len(docs) == 1 else {"results": docs})
         return
-    if fmt == "mqadmin":
+    if fmt == "mqadmin":  # as the Java producer's SendResult: its SendStatus, and the message's own id
         text = "%-32s  %-4s  %-20s    %s\n" % ("#Broker Name", "#QID", "#Send Result", "#MsgId")
         for d in docs:
-            text += "%-32s  %-4s  %-20s    %s\n" % (d["brokerName"] or d["brokerAddr"], d["queueId"], d["status"],
-                                                   d["msgId"])
+            status = SEND_STATUS.get(str(d["status"]), d["status"])
+            text += "%-32s  %-4s  %-20s    %s\n" % (d["brokerName"] or d["brokerAddr"], d["queueId"], status,
+                                                   d["uniqKey"] or d["msgId"])
         app.print_text(text)
         return
     table = Table(title=f"Sent to {docs[0]['brokerAddr']}", title_justify="left")

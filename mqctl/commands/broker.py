@@ -1,9 +1,7 @@
-"""Broker commands: startBroker, sendMessage, consumeMessage, getBrokerEpoch."""
+"""Broker commands: startBroker, sendMessage, getBrokerEpoch, haStatus."""
 
 from __future__ import annotations
 
-import re
-import time
 from typing import Any
 
 import click
@@ -13,18 +11,13 @@ from mqctl.app import App, pass_app
 from mqctl.commands.controller import CONTROLLER_ADDR_HELP, format_option, watch_options
 from services.broker import contract as bc
 from services.broker.cli import start_broker
-from services.common import remoting_admin
-from services.common.addresses import split_address
-from services.common.broker_client import BrokerClient, broker_sets, master_address, replica_addresses
+from services.common.broker_client import BrokerClient, broker_sets, master_of, replica_addresses
 from services.common.codes import ResponseCode
 from services.common.controller_client import check_address
-from services.common.errors import MqctlError, RemoteError, UnreachableError, UsageError
-from services.common.remoting_blocking import BlockingRemoting
-from services.remoting.command import RemotingCommand
+from services.common.errors import MqctlError, RemoteError, UnreachableError
 from services.remoting.javaorder import hash_map_order
+from services.remoting.message import UNIQ_KEY, new_uniq_id
 
-#: A consumer group name as brokers accept it (RocketMQ's topic/group character rule).
-GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 NAMESRV_HELP = ("Name server address(es), ';'-separated: find the brokers through GET_BROKER_CLUSTER_INFO as mqadmin "
                 "does (a RocketMQ name server, or our controllers). Without it, the controller (-a) is asked.")
 
@@ -46,7 +39,7 @@ def _broker_sets(app: App, controller_address: str | None, namesrv: str | None, 
 @click.option("-p", "--body", required=True, help="Message body (UTF-8 text).")
 @click.option("-k", "--keys", default="", help="Message keys.")
 @click.option("--tags", default="", help="Message tags.")
-@click.option("-q", "--queueId", "queue_id", type=click.IntRange(min=0), default=None,
+@click.option("-q", "-i", "--queueId", "queue_id", type=click.IntRange(min=0), default=None,
               help="Queue id (default: round robin).")
 @click.option("-c", "--clusterName", "cluster_name", help="Cluster (with -b, or alone: its first master).")
 @click.option("-b", "--brokerName", "broker_name", help="Broker name; its master is found through the controller.")
@@ -66,14 +59,19 @@ def send_message(app: App, topic: str, body: str, keys: str, tags: str, queue_id
       mqctl sendMessage -t TopicTest -p 'hello' -b broker-a
       mqctl sendMessage -t TopicTest -p 'hello' -k order-42 --brokerAddr 127.0.0.1:10911 --format json
     """
-    address = _given(broker_addr) or _find_master(app, controller_address, broker_name, cluster_name)
+    if broker_addr is not None:
+        name, address = broker_name, check_address(broker_addr, "broker")
+    else:
+        name, address = _find_master(app, controller_address, broker_name, cluster_name)
     results = []
     with app.brokers(broker_addr) as brokers:
         for i in range(count):
             text = body if count == 1 else f"{body} #{i}"
-            payload = {"topic": topic, "body": text, "keys": keys, "tags": tags, "queueId": queue_id}
+            uniq_key = new_uniq_id()  # the message's own id, as a RocketMQ producer gives every message one
+            payload = {"topic": topic, "body": text, "keys": keys, "tags": tags, "queueId": queue_id,
+                       "properties": {UNIQ_KEY: uniq_key}}
             env, address = _send(brokers, address, payload, follow=broker_addr is None)
-            results.append({"brokerName": broker_name, "brokerAddr": address, **env.data})
+            results.append({"brokerName": name, "brokerAddr": address, **env.data, "uniqKey": uniq_key})
     render_broker.show_sent(app, fmt, results)
 
 
@@ -82,9 +80,10 @@ def _given(broker_addr: str | None) -> str | None:
     return check_address(broker_addr, "broker") if broker_addr is not None else None
 
 
-def _find_master(app: App, controller_address: str | None, broker_name: str | None, cluster: str | None) -> str:
+def _find_master(app: App, controller_address: str | None, broker_name: str | None,
+                 cluster: str | None) -> tuple[str, str]:
     with app.controller(controller_address) as client:
-        return master_address(client, broker_name, cluster)
+        return master_of(client, broker_name, cluster)
 
 
 def _send(brokers: BrokerClient, address: str, payload: dict[str, Any], follow: bool) -> tuple[Any, str]:
@@ -96,111 +95,6 @@ def _send(brokers: BrokerClient, address: str, payload: dict[str, Any], follow: 
             return _send(brokers, str(master), payload, follow=False)
         raise RemoteError(env.code, env.remark)
     return env, address
-
-
-# ---------------------------------------------------------------------- consumeMessage
-@click.command("consumeMessage")
-@click.option("-t", "--topic", required=True, help="Topic.")
-@click.option("-q", "--queueId", "queue_id", type=click.IntRange(min=0), default=None,
-              help="Queue id (default: every queue).")
-@click.option("-o", "--offset", type=click.IntRange(min=0), default=None,
-              help="Queue offset to start from (default 0; with -g, where the group stopped).")
-@click.option("-n", "--count", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Maximum number of messages.")
-@click.option("-g", "--consumerGroup", "group", default=None,
-              help="Consume as this consumer group: start where it stopped and commit what was read (the "
-                   "broker keeps it, and copies it to its slaves).")
-@click.option("--consumeFromWhere", "from_where", type=click.Choice(["first", "last"]), default="first",
-              show_default=True, help="With -g: where a group with no committed offset starts.")
-@click.option("-c", "--clusterName", "cluster_name", help="Cluster (its first master).")
-@click.option("-b", "--brokerName", "broker_name", help="Broker name; its master is found through the controller.")
-@click.option("--brokerAddr", "broker_addr", help="Read from this broker address (e.g. a slave).")
-@click.option("-a", "--controllerAddress", "controller_address", metavar="ADDR", help=CONTROLLER_ADDR_HELP)
-@format_option
-@pass_app
-def consume_message(app: App, topic: str, queue_id: int | None, offset: int | None, count: int, group: str | None,
-                    from_where: str, cluster_name: str | None, broker_name: str | None, broker_addr: str | None,
-                    controller_address: str | None, fmt: str) -> None:
-    """Read messages of a topic (only confirmed messages are readable).
-
-    With -g the group's committed offsets are used and moved on, as a RocketMQ consumer's are (over
-    RocketMQ's own requests, so this also works against a RocketMQ broker); after a failover the new master
-    has them, so the group goes on where it stopped.
-
-    \b
-    Examples:
-      mqctl consumeMessage -t TopicTest -b broker-a
-      mqctl consumeMessage -t TopicTest -q 0 -o 100 -n 10 --brokerAddr 127.0.0.1:10911 --format json
-      mqctl consumeMessage -t TopicTest -b broker-a -g my-group -n 100
-    """
-    if group is not None and not GROUP_NAME.fullmatch(group):
-        raise UsageError(f"bad consumer group {group!r}: use 1-255 letters, digits, '%', '|', '_' and '-'")
-    address = _given(broker_addr) or _find_master(app, controller_address, broker_name, cluster_name)
-    messages: list[dict[str, Any]] = []
-    offsets = GroupOffsets(address, app.timeout, group, from_where) if group else None
-    try:
-        with app.brokers(broker_addr) as brokers:
-            queues = [queue_id] if queue_id is not None else _queue_ids(brokers, address, topic)
-            for qid in queues:
-                start = offset if offset is not None else offsets.start(topic, qid) if offsets else 0
-                end = _read_queue(brokers, address, topic, qid, start, count, messages)
-                if offsets is not None and end > start:
-                    offsets.commit(topic, qid, end)
-    finally:
-        if offsets is not None:
-            offsets.close()
-    render_broker.show_consumed(app, fmt, address, messages)
-
-
-def _read_queue(brokers: BrokerClient, address: str, topic: str, qid: int, start: int, count: int,
-                messages: list[dict[str, Any]]) -> int:
-    """Pull from ``start`` until ``count`` messages are in ``messages`` or the queue ends; the offset after
-    the last message read."""
-    next_offset = start
-    while len(messages) < count:
-        pulled = brokers.pull(address, topic, qid, next_offset, min(1024, count - len(messages)))
-        messages.extend(m.model_dump() for m in pulled.messages)
-        if pulled.status == "OFFSET_TOO_SMALL" and pulled.nextBeginOffset > next_offset:
-            next_offset = pulled.nextBeginOffset  # retention deleted it: on from the oldest kept, as a consumer does
-            continue
-        if pulled.status != "FOUND":
-            break
-        next_offset = pulled.nextBeginOffset
-    return next_offset
-
-
-class GroupOffsets:
-    """A consumer group's committed offsets on one broker, through RocketMQ's requests."""
-
-    def __init__(self, address: str, timeout: float, group: str, from_where: str) -> None:
-        self.host, self.port = split_address(address, lenient=True)
-        self.timeout = timeout
-        self.group = group
-        self.from_where = from_where
-        self.remoting = BlockingRemoting()
-
-    def _call(self, request: RemotingCommand) -> RemotingCommand:
-        return self.remoting.call(self.host, self.port, request, time.monotonic() + self.timeout)
-
-    def start(self, topic: str, queue_id: int) -> int:
-        committed = remoting_admin.query_offset(self._call, self.group, topic, queue_id)
-        if committed is not None:
-            return committed
-        low, high = remoting_admin.queue_bounds(self._call, topic, queue_id)
-        return low if self.from_where == "first" else high
-
-    def commit(self, topic: str, queue_id: int, offset: int) -> None:
-        remoting_admin.commit_offset(self._call, self.group, topic, queue_id, offset)
-
-    def close(self) -> None:
-        self.remoting.close()
-
-
-def _queue_ids(brokers: BrokerClient, address: str, topic: str) -> list[int]:
-    ids = brokers.topics(address).queue_ids(topic)
-    if ids is None:
-        raise UsageError(f"topic {topic} does not exist on {address}")
-    return ids
 
 
 # ---------------------------------------------------------------------- getBrokerEpoch
@@ -335,4 +229,4 @@ def _ha_addresses(app: App, controller_address: str | None, namesrv: str | None,
     return [address for bs in sets for _, address in replica_addresses(bs)]
 
 
-COMMANDS = [start_broker, send_message, consume_message, get_broker_epoch, ha_status]
+COMMANDS = [start_broker, send_message, get_broker_epoch, ha_status]

@@ -107,6 +107,8 @@ class BrokerConfig(TlsProperties):
     transactionCheckMax: int = 15
     #: How often (ms) the master looks for half messages to check.
     transactionCheckInterval: int = 30000
+    regionId: str = "DefaultRegion"
+    traceOn: bool = True
     fileReservedTime: int = 72  # hours (retention.py has the rules; RocketMQ's defaults throughout)
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75

@@ -15,11 +15,7 @@ in their schedule topics (schedule/levels.py).
 
 from __future__ import annotations
 
-import itertools
-import os
 import re
-import secrets
-import time
 from dataclasses import dataclass
 
 from services.broker.record import MessageRecord
@@ -32,16 +28,15 @@ from services.remoting.message import (
     SocketAddress,
     decode_batch,
     decode_properties,
+    new_uniq_id,
 )
 
-__all__ = ["RESERVED_PREFIX", "WIRE", "Refusal", "WireFields", "new_uniq_id", "send_refusal", "to_pulled",
+__all__ = ["RESERVED_PREFIX", "WIRE", "Refusal", "Stamp", "WireFields", "new_uniq_id", "send_refusal", "to_pulled",
            "to_store_messages"]
 
 RESERVED_PREFIX = "__MQCTL."
 WIRE = RESERVED_PREFIX + "WIRE"
 _WIRE_VALUE = re.compile(r"(-?\d{1,11}),(-?\d{1,11}),(-?\d{1,20}),((?:[0-9a-f]{8}){1,4}),(\d{1,5}),(-?\d{1,11})")
-_COUNTER = itertools.count()
-_UNIQ_PREFIX = os.getpid().to_bytes(4, "big")[-2:] + secrets.token_bytes(4)
 
 
 @dataclass(frozen=True)
@@ -78,14 +73,6 @@ class WireFields:
                    numbers[3])
 
 
-def new_uniq_id() -> str:
-    """A message id of the UNIQ_KEY kind for a message sent without one (RocketMQ's broker adds one too):
-    16 bytes in upper-case hex, unique in this process (pid, random, time, counter)."""
-    stamp = int(time.time() * 1000) & 0xFFFFFFFF
-    counter = next(_COUNTER) & 0xFFFF
-    return (bytes(4) + _UNIQ_PREFIX + stamp.to_bytes(4, "big") + counter.to_bytes(2, "big")).hex().upper()
-
-
 # ------------------------------------------------------------------------------------------------ send
 
 
@@ -98,8 +85,18 @@ def send_refusal(properties: dict[str, str], sys_flag: int) -> Refusal | None:
     return None
 
 
+@dataclass(frozen=True)
+class Stamp:
+    """What the broker writes into every message it is sent (as RocketMQ's does): its cluster, its region
+    and whether tracing is on (``CLUSTER``, ``MSG_REGION``, ``TRACE_ON``)."""
+
+    cluster: str
+    region: str = "DefaultRegion"
+    trace_on: bool = True
+
+
 def to_store_messages(header: SendMessageRequestHeader, body: bytes, born_host: SocketAddress,
-                      cluster: str) -> list[Message] | Refusal:
+                      stamp: Stamp) -> list[Message] | Refusal:
     """The store messages of a send (one, or each message of a batch), or why it is refused. A bad batch
     body raises BodyError."""
     queue_id = header.queue_id if header.queue_id >= 0 else None
@@ -115,17 +112,21 @@ def to_store_messages(header: SendMessageRequestHeader, body: bytes, born_host: 
             return refusal
         messages.append(_store_message(header.topic, queue_id, entry_body, properties,
                                        WireFields(flag, wire.sys_flag, wire.born_timestamp, born_host,
-                                                  wire.reconsume_times), cluster))
+                                                  wire.reconsume_times), stamp))
     return messages
 
 
 def _store_message(topic: str, queue_id: int | None, body: bytes, properties: dict[str, str], wire: WireFields,
-                   cluster: str) -> Message:
+                   stamp: Stamp) -> Message:
+    """The properties are added in the order RocketMQ's broker adds them (it matters where two of them fall
+    into one bucket of the client's HashMap: the order a consumer sees them in)."""
     props = dict(properties)
     keys, tags = props.pop("KEYS", ""), props.pop("TAGS", "")
+    props["MSG_REGION"] = stamp.region
+    props["TRACE_ON"] = "true" if stamp.trace_on else "false"
     if not props.get("UNIQ_KEY"):
         props["UNIQ_KEY"] = new_uniq_id()
-    props["CLUSTER"] = cluster
+    props["CLUSTER"] = stamp.cluster
     props[WIRE] = wire.encode()
     return Message(topic, body, keys, tags, queue_id, props)
 

@@ -6,4 +6,4 @@ __all__ = ["addresses", "answers", "auth", "bodylimit", "broker_client", "clock"
            "controller_client", "durable", "entry", "envelope", "errors", "faults", "fields", "hostguard",
            "httpguard", "httplimits", "httpserver", "logsetup", "metrics", "namesrv_client", "offload", "ports", "props",
            "remoting_admin", "remoting_blocking", "remoting_client", "remoting_conn", "rocketmq_properties", "signing", "sniff",
-           "tasks", "text", "tls", "wire"]
+           "tasks", "text", "tls", "tool_consumer", "wire"]

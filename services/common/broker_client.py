@@ -85,13 +85,18 @@ def broker_sets(controller: ControllerClient, broker_name: str | None, cluster: 
 
 
 def master_address(controller: ControllerClient, broker_name: str | None, cluster: str | None) -> str:
+    return master_of(controller, broker_name, cluster)[1]
+
+
+def master_of(controller: ControllerClient, broker_name: str | None, cluster: str | None) -> tuple[str, str]:
+    """The name and the master's address of the broker-set (the first with a master, of a cluster)."""
     for bs in broker_sets(controller, broker_name, cluster):
         if bs.get("masterAddress") and bs.get("masterBrokerId") is not None:
             address = str(bs["masterAddress"])
             if address_key(address) is None:
                 raise MqctlError(f"the controller lists {address!r} as the master of {bs.get('brokerName')}, which "
                                  "is not host:port; give the master's address with --brokerAddr")
-            return address
+            return str(bs.get("brokerName")), address
     target = broker_name or cluster
     raise RemoteError(int(ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE), f"{target} has no master right now")
 

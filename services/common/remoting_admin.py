@@ -247,7 +247,10 @@ _SEND_STATUS: dict[int, str] = {ResponseCode.SUCCESS: "PUT_OK", ResponseCode.FLU
 
 
 def _send_message(call: Call, json: dict[str, Any], params: dict[str, Any]) -> Answer:
-    properties = {"KEYS": str(json.get("keys") or ""), "TAGS": str(json.get("tags") or ""), "WAIT": "true"}
+    given = json.get("properties")
+    given = given if isinstance(given, dict) else {}
+    properties = {**{str(k): str(v) for k, v in given.items()}, "KEYS": str(json.get("keys") or ""),
+                  "TAGS": str(json.get("tags") or ""), "WAIT": "true"}
     header = bh.SendMessageRequestHeaderV2(
         producer_group=ADMIN_GROUP, topic=str(json.get("topic") or ""), default_topic=AUTO_CREATE_TOPIC,
         default_topic_queue_nums=4, queue_id=_int(json.get("queueId"), -1),

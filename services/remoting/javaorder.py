@@ -14,10 +14,14 @@ All of it is pure: keys in, their iteration order out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import TypeVar
 
-__all__ = ["concurrent_hash_map_order", "hash_map_order", "java_hash_order", "java_string_hash",
-           "new_hash_set_table_size"]
+__all__ = ["concurrent_hash_map_order", "hash_map_order", "hash_set_order", "java_hash_order", "java_string_hash",
+           "message_queue_hash", "message_queue_order", "new_hash_set_table_size"]
+
+T = TypeVar("T", bound=Hashable)
+_INT = 0xFFFFFFFF
 
 #: ConcurrentHashMap.HASH_BITS: a node's hash never has the sign bit.
 _HASH_BITS = 0x7FFFFFFF
@@ -49,11 +53,30 @@ def _table_size_for(capacity: int) -> int:
 def hash_map_order(keys: Iterable[str], initial_capacity: int = 16) -> list[str]:
     """The order of ``new HashMap<>(initial_capacity)`` (or a HashSet) filled by put in this order (a
     repeated key keeps its first place)."""
-    distinct = list(dict.fromkeys(keys))
+    return hash_set_order(keys, java_string_hash, initial_capacity)
+
+
+def hash_set_order(items: Iterable[T], hash_code: Callable[[T], int], initial_capacity: int = 16) -> list[T]:
+    """``hash_map_order`` for items of any class, given its ``hashCode`` (as an unsigned 32-bit value)."""
+    distinct = list(dict.fromkeys(items))
     size = _table_size_for(initial_capacity)
     while len(distinct) > size * 3 // 4:
         size *= 2
-    return java_hash_order(distinct, size)
+    return sorted(distinct, key=lambda item: _spread(hash_code(item) & _INT) & (size - 1))
+
+
+def message_queue_hash(topic: str, broker_name: str, queue_id: int) -> int:
+    """MessageQueue.hashCode: 31-based over the broker name, the queue id and the topic."""
+    value = 1
+    for part in (java_string_hash(broker_name), queue_id, java_string_hash(topic)):
+        value = (31 * value + part) & _INT
+    return value
+
+
+def message_queue_order(topic: str, broker_name: str, queue_ids: Iterable[int]) -> list[int]:
+    """The queue ids of one broker's topic in the order a ``HashSet<MessageQueue>`` filled in this order
+    iterates them (how mqadmin's consumeMessage visits a topic's queues)."""
+    return hash_set_order(queue_ids, lambda queue_id: message_queue_hash(topic, broker_name, queue_id))
 
 
 def new_hash_set_table_size(count: int) -> int:

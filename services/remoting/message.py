@@ -43,7 +43,11 @@ input raises ``BodyError`` naming the entry and the field, never an index error.
 from __future__ import annotations
 
 import ipaddress
+import itertools
+import os
+import secrets
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -58,6 +62,7 @@ __all__ = [
     "STOREHOSTADDRESS_V6_FLAG",
     "TRANSACTION_PREPARED_TYPE",
     "TRANSACTION_TYPE_MASK",
+    "UNIQ_KEY",
     "UNKNOWN_HOST",
     "BatchEntry",
     "PulledMessage",
@@ -70,9 +75,12 @@ __all__ = [
     "encode_batch",
     "encode_properties",
     "encode_pulled",
+    "new_uniq_id",
     "offset_msg_id",
 ]
 
+#: The property holding a message's own id, which its producer gives it (MessageConst.PROPERTY_UNIQ_CLIENT_...).
+UNIQ_KEY = "UNIQ_KEY"
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -228,6 +236,8 @@ class PulledMessage:
     sys_flag: int = 0
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    #: The message's size in the answer it came in (0 for one built here); not part of its identity.
+    store_size: int = field(default=0, compare=False)
 
     @property
     def msg_id(self) -> str:
@@ -240,6 +250,18 @@ class PulledMessage:
     @property
     def keys(self) -> str:
         return self.properties.get("KEYS", "")
+
+
+_UNIQ_COUNTER = itertools.count()
+_UNIQ_PREFIX = os.getpid().to_bytes(4, "big")[-2:] + secrets.token_bytes(4)
+
+
+def new_uniq_id() -> str:
+    """A message id of the UNIQ_KEY kind, as a producer gives each message (and a broker one sent without):
+    16 bytes in upper-case hex, unique in this process (pid, random, time, counter)."""
+    stamp = int(time.time() * 1000) & 0xFFFFFFFF
+    counter = next(_UNIQ_COUNTER) & 0xFFFF
+    return (bytes(4) + _UNIQ_PREFIX + stamp.to_bytes(4, "big") + counter.to_bytes(2, "big")).hex().upper()
 
 
 def body_crc(body: bytes) -> int:
@@ -327,7 +349,7 @@ def _pulled(data: bytes, pos: int, index: int) -> tuple[PulledMessage, int]:
     if r.pos != r.end:
         raise BodyError(f"{where}: {r.end - r.pos} bytes left over inside its storeSize {size}")
     return PulledMessage(topic, queue_id, queue_offset, physical, body, props, store_ts, store, born_ts, born, flag,
-                         sys_flag, reconsume, prepared), r.end
+                         sys_flag, reconsume, prepared, size), r.end
 
 
 # ------------------------------------------------------------------------------------------ filters

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.interop import scenario
+from tests.interop.admin_sides import Side
+from tests.interop.ours import OurCluster
+from tests.interop.scenario import Transcript
 from tests.rocketmq import VERSIONS, RocketMQCluster, ToolMissing, leftover_pids
 
 
@@ -45,13 +49,13 @@ def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def mqadmin_ok(cluster: RocketMQCluster, *args: str) -> str:
     """Real mqadmin's stdout. It exits 0 even when a command fails, so a stack trace on stderr is a failure;
-    one such failure is asked again, as its 3 s RPC timeouts can run out on two busy cores."""
-    for _ in range(2):
+    such a failure is asked again, twice at most, as its RPC timeouts can run out on two busy cores."""
+    for _ in range(3):
         done = cluster.mqadmin(*args)
         if done.returncode == 0 and "Exception" not in done.stderr:
             return done.stdout
     causes = [line for line in done.stderr.splitlines() if "Exception" in line]
-    raise AssertionError(f"mqadmin {' '.join(args)} failed twice (exit {done.returncode}): " + " | ".join(causes))
+    raise AssertionError(f"mqadmin {' '.join(args)} failed three times (exit {done.returncode}): " + " | ".join(causes))
 
 
 def follower(cluster: RocketMQCluster) -> str:
@@ -106,3 +110,52 @@ def answers(rocketmq: RocketMQCluster) -> Answers:
         results = {name: future.result() for name, future in futures.items()}
     assert rocketmq.sync_state() == before, "the SyncStateSet changed while the tools were asked"
     return Answers({n: r[0] for n, r in results.items()}, {n: r[1] for n, r in results.items()})
+
+
+# ------------------------------------------------------------------------------ our cluster beside RocketMQ's
+# Real mqadmin (of the version under test) against our controllers, name-server role and brokers, laid out
+# as RocketMQ's (tests/interop/ours.py); the scripted scenario run on both (tests/interop/scenario.py).
+
+
+@pytest.fixture(scope="package")
+def ours(rocketmq: RocketMQCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OurCluster]:
+    cluster = OurCluster(tmp_path_factory.mktemp(f"ours-{rocketmq.version}"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="package")
+def sides(rocketmq: RocketMQCluster, ours: OurCluster) -> tuple[Side, Side]:
+    """RocketMQ's side and ours, both administered by the mqadmin of the version under test."""
+    assert rocketmq.runtime is not None
+    theirs = Side("rocketmq", tuple(rocketmq.controller_addrs.split(";")), rocketmq.namesrv_addr, rocketmq.runtime,
+                  rocketmq.root / "admin")
+    mine = Side("ours", tuple(ours.controller_addrs.split(";")), ours.controller_addrs, rocketmq.runtime,
+                ours.root / "admin")
+    return theirs, mine
+
+
+@pytest.fixture(scope="package")
+def ours_answers(answers: Answers, sides: tuple[Side, Side]) -> dict[str, str]:
+    """What real mqadmin answers to the questions of ``answers``, asked of our steady cluster (after RocketMQ's
+    were asked: the scenario below changes both)."""
+    mine = sides[1]
+    mine.steady()
+    questions = {name: make(mine) for name, make in QUESTIONS.items()}
+    with ThreadPoolExecutor(3) as pool:
+        futures = {name: pool.submit(scenario.mqadmin_output, mine, args, True)
+                   for name, args in questions.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.fixture(scope="package")
+def transcripts(ours_answers: dict[str, str], sides: tuple[Side, Side]) -> tuple[Transcript, Transcript]:
+    """The scenario on both sides at once: RocketMQ's with mqadmin and mqctl, ours with mqadmin alone."""
+    theirs, mine = sides
+    with ThreadPoolExecutor(2) as pool:
+        rocketmq_run = pool.submit(scenario.run, theirs)
+        ours_run = pool.submit(scenario.run, mine, scenario.STEPS, False)
+        return rocketmq_run.result(), ours_run.result()

@@ -7,10 +7,13 @@ from services.common.codes import ResponseCode
 from services.remoting.bodies import BrokerReplicasInfo, ClusterInfo, ReplicasInfo, encode_broker_names
 from services.remoting.command import RemotingCommand, RequestCode, make_request
 from services.remoting.headers import GetMetaDataResponseHeader
+from services.remoting.namesrv_bodies import TopicConfig, TopicConfigSerializeWrapper
 from tests.support.remoting import ask
 
 #: GET_BROKER_RUNTIME_INFO: every broker answers it once its remoting server runs.
 GET_BROKER_RUNTIME_INFO = 28
+#: GET_ALL_TOPIC_CONFIG: a broker's topics.
+GET_ALL_TOPIC_CONFIG = 21
 
 
 def _ok(address: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
@@ -43,3 +46,9 @@ def broker_answers(broker: str, timeout_s: float = 3.0) -> bool:
     """28 GET_BROKER_RUNTIME_INFO to a broker: its remoting server is up."""
     _ok(broker, make_request(GET_BROKER_RUNTIME_INFO, 1), timeout_s)
     return True
+
+
+def topic_configs(broker: str, timeout_s: float = 3.0) -> dict[str, TopicConfig]:
+    """21 GET_ALL_TOPIC_CONFIG to a broker: its topics by name."""
+    answer = _ok(broker, make_request(GET_ALL_TOPIC_CONFIG, 1), timeout_s)
+    return dict(TopicConfigSerializeWrapper.decode(answer.body).topic_config_table)

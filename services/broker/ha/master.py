@@ -440,5 +440,12 @@ class HAService:
                          "lastCaughtUpTimestamp": None if caught is None else int(time.time() * 1000) - (now - caught),
                          "transferOffset": session.transfer_offset,
                          "transferSpeedKBps": conn.flow.per_second(now) / 1024,
-                         "transferFromWhere": session.transfer_offset})  # RocketMQ's nextTransferFromWhere
+                         "transferFromWhere": transfer_from_where(self.store.max_offset, session.transfer_offset)})
         return rows
+
+
+def transfer_from_where(max_offset: int, transfer_offset: int) -> int:
+    """What RocketMQ's master shows as a slave's ``TransferFromWhere`` (its ``nextTransferFromWhere``): the
+    next offset to send, or -1 while the master's commitlog holds nothing (RocketMQ finds no offset to start
+    from in a log with no file yet)."""
+    return -1 if max_offset == 0 and transfer_offset == 0 else transfer_offset

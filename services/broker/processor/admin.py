@@ -156,7 +156,7 @@ def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:
     if status.get("role") == "MASTER":
         slaves = tuple(bb.HAConnectionRuntimeInfo(
             s.get("slaveAddress"), int(s.get("ackOffset") or 0), int(s.get("lag") or 0), bool(s.get("inSync")),
-            int(float(s.get("transferSpeedKBps") or 0) * 1024), int(s.get("transferOffset") or 0))
+            int(float(s.get("transferSpeedKBps") or 0) * 1024), _transfer_from_where(s))
             for s in status.get("slaves") or [])
         return bb.HARuntimeInfo(True, int(status.get("maxOffset") or 0), int(status.get("inSyncSlaveNums") or 0),
                                 slaves)
@@ -165,3 +165,9 @@ def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:
                                     int(status.get("maxOffset") or 0), int(status.get("lastReadTimestamp") or 0),
                                     int(status.get("lastWriteTimestamp") or 0), int(status.get("masterFlushOffset") or 0))
     return bb.HARuntimeInfo(False, 0, 0, (), client)
+
+
+def _transfer_from_where(slave: dict[str, Any]) -> int:
+    """The slave's ``transferFromWhere`` (-1 while the master holds nothing, as RocketMQ shows it)."""
+    where = slave.get("transferFromWhere")
+    return int(where) if where is not None else int(slave.get("transferOffset") or 0)

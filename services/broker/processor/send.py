@@ -27,7 +27,7 @@ from services.broker.consumer_offsets import GROUP_PATTERN
 from services.broker.processor.common import answer
 from services.broker.put_batcher import PutBatcher
 from services.broker.record import MessageRecord, valid_topic
-from services.broker.remoting_messages import Refusal, to_store_messages
+from services.broker.remoting_messages import Refusal, Stamp, to_store_messages
 from services.broker.schedule.levels import DelayRules, NotSchedulable
 from services.broker.schedule.retry import dead_letter, send_back
 from services.broker.store import Message, MessageIllegal
@@ -149,7 +149,9 @@ class SendProcessor:
             return refusal
         if refusal is not None:
             return answer(request, refusal.code, refusal.remark)
-        messages = to_store_messages(header, request.body, host, self.config.brokerClusterName)
+        config = self.config
+        messages = to_store_messages(header, request.body, host,
+                                     Stamp(config.brokerClusterName, config.regionId, config.traceOn))
         if isinstance(messages, Refusal):
             return answer(request, messages.code, messages.remark)
         if any(is_transactional(m.properties, header.sys_flag) for m in messages):

@@ -554,6 +554,17 @@ def test_ha_status_is_rocketmqs_ha_runtime_info(broker: FakeBroker) -> None:
     assert info.ha_connection_info[0] == bb.HAConnectionRuntimeInfo("127.0.0.1:5", 30, 0, True, 2048, 30)
 
 
+def test_ha_status_shows_the_transfer_from_where_of_the_master(broker: FakeBroker,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """-1 while the master holds nothing, as RocketMQ's master shows it (real mqadmin saw 0 from ours)."""
+    status = {"role": "MASTER", "maxOffset": 0, "inSyncSlaveNums": 1, "slaves": [
+        {"slaveAddress": "127.0.0.1:5", "ackOffset": 0, "lag": 0, "inSync": True, "transferOffset": 0,
+         "transferFromWhere": -1, "transferSpeedKBps": 0.0}]}
+    monkeypatch.setattr(broker, "ha_status", lambda: status)
+    info = bb.HARuntimeInfo.decode(serve(broker, make_request(RC.GET_BROKER_HA_STATUS, 1)).body)
+    assert info.ha_connection_info[0].transfer_from_where == -1
+
+
 def test_a_role_change_notification_is_only_a_hint(broker: FakeBroker, tmp_path: Path) -> None:
     forged = make_request(RC.NOTIFY_BROKER_ROLE_CHANGED, 1, {"masterAddress": "6.6.6.6:1", "masterEpoch": "99",
                                                             "masterBrokerId": "9"}, b'{"syncStateSet":[9]}', oneway=True)

@@ -10,6 +10,7 @@ import pytest
 
 from services.broker.ha.auth import BrokerKey
 from services.broker.ha.frames import ProtocolError, SlaveAck, SlaveHandshake, SlaveHello, SlaveProof
+from services.broker.ha.master import transfer_from_where
 from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession, SlaveSession
 from services.broker.store import Message, MessageStore
 
@@ -134,3 +135,11 @@ def test_a_record_the_store_refuses_closes_the_connection_before_its_epoch_is_re
         s.apply((Transfer(0, 3, 0, len(record), record),))
     assert slave_store.max_offset == 0 and slave_store.epochs.entries() == []
     assert not (tmp_path / "outside").exists()
+
+
+def test_transfer_from_where_is_minus_one_until_the_master_has_data() -> None:
+    """As RocketMQ's master shows a slave's TransferFromWhere: -1 while its commitlog is empty (no file to
+    start from), else the next offset to send."""
+    assert transfer_from_where(0, 0) == -1
+    assert transfer_from_where(504, 0) == 0
+    assert transfer_from_where(504, 504) == 504

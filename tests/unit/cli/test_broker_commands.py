@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from services.broker import contract as bc
 from services.controller import contract
@@ -270,8 +271,17 @@ class TestHaStatus:
 
 
 # ====================================================================== sendMessage
+#: The ids mqctl gives the messages it sends (UNIQ_KEY), made predictable for these tests.
+UNIQ = [f"C0A8000100002A9F{n:016X}" for n in range(4)]
 SENT_0 = {"brokerName": None, "brokerAddr": MASTER, "status": "PUT_OK",
-          "msgId": "7F00000100002A9F00000000000009C4", "queueId": 0, "queueOffset": 7, "commitLogOffset": 2500}
+          "msgId": "7F00000100002A9F00000000000009C4", "uniqKey": UNIQ[0], "queueId": 0, "queueOffset": 7,
+          "commitLogOffset": 2500}
+
+
+@pytest.fixture(autouse=True)
+def predictable_uniq_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = iter(UNIQ)
+    monkeypatch.setattr("mqctl.commands.broker.new_uniq_id", lambda: next(ids))
 
 
 class TestSendMessage:
@@ -280,10 +290,12 @@ class TestSendMessage:
         assert result.exit_code == 0, result.stderr
         assert result.stdout == ('{\n  "brokerName": null,\n  "brokerAddr": "127.0.0.1:10911",\n'
                                  '  "status": "PUT_OK",\n  "msgId": "7F00000100002A9F00000000000009C4",\n'
+                                 f'  "uniqKey": "{UNIQ[0]}",\n'
                                  '  "queueId": 0,\n  "queueOffset": 7,\n  "commitLogOffset": 2500\n}\n')
         [request] = fake.requests
         assert (request.address, request.method, request.path) == (MASTER, "POST", bc.SEND_MESSAGE)
-        assert request.body == {"topic": "TopicTest", "body": "hello", "keys": "", "tags": "", "queueId": None}
+        assert request.body == {"topic": "TopicTest", "body": "hello", "keys": "", "tags": "", "queueId": None,
+                                "properties": {"UNIQ_KEY": UNIQ[0]}}
 
     def test_json_by_broker_name_finds_the_master(self, mqctl: Invoke, fake: FakeCluster) -> None:
         result = mqctl("sendMessage", "-a", FOLLOWER, "-t", "TopicTest", "-p", "hello", "-b", "broker-a",
@@ -293,7 +305,7 @@ class TestSendMessage:
         [send] = fake.hits(path=bc.SEND_MESSAGE)
         assert send.address == MASTER
         assert send.body == {"topic": "TopicTest", "body": "hello", "keys": "order-42", "tags": "TagA",
-                             "queueId": 1}
+                             "queueId": 1, "properties": {"UNIQ_KEY": UNIQ[0]}}
 
     def test_json_count(self, mqctl: Invoke, fake: FakeCluster) -> None:
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hi", "-b", "broker-a", "--count", "2",
@@ -302,7 +314,7 @@ class TestSendMessage:
         assert result.stdout == dumped({"results": [
             {**SENT_0, "brokerName": "broker-a"},
             {"brokerName": "broker-a", "brokerAddr": MASTER, "status": "PUT_OK",
-             "msgId": "7F00000100002A9F0000000000000A28", "queueId": 1, "queueOffset": 8,
+             "msgId": "7F00000100002A9F0000000000000A28", "uniqKey": UNIQ[1], "queueId": 1, "queueOffset": 8,
              "commitLogOffset": 2600}]})
         assert [r.body["body"] for r in fake.hits(path=bc.SEND_MESSAGE)] == ["hi #0", "hi #1"]
 
@@ -314,11 +326,20 @@ class TestSendMessage:
         assert [r.address for r in fake.hits(path=bc.SEND_MESSAGE)] == [SLAVE, MASTER]
 
     def test_mqadmin(self, mqctl: Invoke) -> None:
+        """As the Java producer's SendResult: SEND_OK, and the id the message was sent with (its UNIQ_KEY)."""
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "-b", "broker-a", "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == ("#Broker Name" + " " * 20 + "  #QID  #Send Result" + " " * 8 + "    #MsgId\n"
-                                 "broker-a" + " " * 24 + "  0     PUT_OK" + " " * 14
-                                 + "    7F00000100002A9F00000000000009C4\n")
+                                 "broker-a" + " " * 24 + "  0     SEND_OK" + " " * 13 + f"    {UNIQ[0]}\n")
+
+    def test_mqadmin_options_of_mqadmin(self, mqctl: Invoke, fake: FakeCluster) -> None:
+        """mqadmin's -i names the queue, as -q does; a cluster's first master is shown by its group's name."""
+        result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "-c", "DefaultCluster", "-i", "1",
+                       "--format", "mqadmin")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.splitlines()[1] == "broker-a" + " " * 24 + "  1     SEND_OK" + " " * 13 + f"    {UNIQ[0]}"
+        [send] = fake.hits(path=bc.SEND_MESSAGE)
+        assert send.body["queueId"] == 1
 
     def test_table(self, mqctl: Invoke) -> None:
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "--brokerAddr", MASTER)
@@ -345,7 +366,7 @@ class TestSendMessage:
         fake.sync_state["broker-b"].update(masterBrokerId=1, masterAddress=MASTER)
         result = mqctl("sendMessage", "-t", "TopicTest", "-p", "hello", "-c", "DefaultCluster", "--format", "json")
         assert result.exit_code == 0, result.stderr
-        assert result.stdout == dumped(SENT_0)  # brokerName is null without -b
+        assert result.stdout == dumped({**SENT_0, "brokerName": "broker-b"})  # the group whose master it is
         [request] = fake.hits(path=contract.SYNC_STATE_DATA)
         assert request.params == {"clusterName": ["DefaultCluster"]}
 
@@ -434,14 +455,6 @@ class TestConsumeMessage:
                        "--format", "json")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == '{\n  "brokerAddr": "127.0.0.1:10911",\n  "messages": []\n}\n'
-
-    def test_mqadmin(self, mqctl: Invoke) -> None:
-        result = mqctl("consumeMessage", "-t", "TopicTest", "-q", "0", "-n", "1", "--brokerAddr", MASTER,
-                       "--format", "mqadmin")
-        assert result.exit_code == 0, result.stderr
-        assert result.stdout == ("#Topic\tTopicTest\n#QueueId\t0\n#QueueOffset\t0\n"
-                                 "#MsgId\t7F00000100002A9F0000000000000000\n#Keys\tk1\n#Tags\ttagA\n"
-                                 "#StoreTimestamp\t1700000000000\n#Body\thello\n\n")
 
     def test_table(self, mqctl: Invoke) -> None:
         result = mqctl("consumeMessage", "-t", "TopicTest", "--brokerAddr", MASTER)

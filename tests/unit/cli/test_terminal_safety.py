@@ -11,10 +11,11 @@ import json
 import pytest
 from rich.console import Console
 
-from mqctl import render, render_broker, render_report
+from mqctl import render, render_broker, render_consume, render_report
 from mqctl.app import App
 from mqctl.terminal import clean, printable, printable_layout
 from services.controller import contract
+from services.remoting.message import PulledMessage, SocketAddress
 from tests.unit.cli.conftest import (
     MASTER,
     SLAVE,
@@ -22,8 +23,8 @@ from tests.unit.cli.conftest import (
     Invoke,
     assert_one_line_error,
     envelope,
-    stored_message,
 )
+from tests.unit.cli.fake_remoting import FakeRemotingBroker
 
 #: markup, an emoji code, a colour, a window-title sequence ended by BEL, a newline, a bidi override
 HOSTILE = "[bold]x[/] :smile: \x1b[31mred\x1b]0;pwned\x07\nline2\u202egnp.exe"
@@ -53,7 +54,7 @@ def test_clean_reaches_keys_and_nested_values() -> None:
 
 def test_every_renderer_is_terminal_safe() -> None:
     """A new show_* function cannot forget it: the rule is structural."""
-    renderers = [(module.__name__, name, fn) for module in (render, render_broker, render_report)
+    renderers = [(module.__name__, name, fn) for module in (render, render_broker, render_consume, render_report)
                  for name, fn in inspect.getmembers(module, inspect.isfunction)
                  if name.startswith("show_") and fn.__module__ == module.__name__]
     assert len(renderers) >= 11
@@ -117,12 +118,15 @@ class TestServerData:
         assert f"  replicating from {SHOWN} (TRANSFER)  ERROR: {SHOWN}\n" in result.stdout
         assert_inert(result.stdout)
 
-    def test_message_bodies(self, mqctl: Invoke, fake: FakeCluster) -> None:
-        fake.messages[("TopicTest", 0)] = [stored_message(0, 0, 0, "a\nb\x1b[2J", keys=":smile:", tags="[red]t")]
+    def test_message_bodies(self, mqctl: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+        message = PulledMessage("TopicTest", 0, 0, 0, b"a\nb\x1b[2J", {"KEYS": ":smile:", "TAGS": "[red]t\t"}, 0,
+                                SocketAddress.parse("127.0.0.1", 10911))
+        broker = FakeRemotingBroker({"TopicTest": {0: [message]}})
+        monkeypatch.setattr("mqctl.commands.consume.BlockingRemoting", broker.client)
         result = mqctl("consumeMessage", "-t", "TopicTest", "-q", "0", "--brokerAddr", MASTER, "--format", "mqadmin")
         assert result.exit_code == 0, result.stderr
-        assert "#Keys\t:smile:\n#Tags\t[red]t\n" in result.stdout
-        assert "#Body\ta\\nb\\x1b[2J\n" in result.stdout
+        assert "TAGS=[red]t\\t, KEYS=:smile:" in result.stdout
+        assert " BODY: a\\nb\\x1b[2J\n" in result.stdout
         assert_inert(result.stdout)
 
     def test_report_tables(self) -> None:

@@ -3,7 +3,12 @@ printed for the same keys put in the same order (HashMap.keySet, HashSet, Proper
 
 from __future__ import annotations
 
-from services.remoting.javaorder import concurrent_hash_map_order, hash_map_order, java_hash_order
+from services.remoting.javaorder import (
+    concurrent_hash_map_order,
+    hash_map_order,
+    java_hash_order,
+    message_queue_order,
+)
 
 CONTROLLER_KEYS = ["controllerDLegerGroup", "controllerDLegerPeers", "controllerDLegerSelfId", "mappedFileSize",
                    "controllerStorePath", "enableElectUncleanMaster", "isProcessReadEvent", "notifyBrokerRoleChanged",
@@ -38,3 +43,9 @@ def test_properties_iterate_as_a_concurrent_hash_map_grown_from_16_buckets() -> 
     java = ["key1", "key2", "key0", "isProcessReadEvent", "key5", "key6", "key3", "key4", "key9", "key40", "key7", "controllerRequestThreadPoolQueueCapacity", "key8", "key44", "key43", "key42", "key41", "controllerDLegerPeers", "key37", "key36", "key35", "key34", "key39", "key38", "enableElectUncleanMaster", "controllerType", "key51", "key50", "key11", "key55", "key10", "key54", "controllerThreadPoolNums", "key53", "key52", "key48", "key47", "key46", "key45", "notifyBrokerRoleChanged", "key49", "configStorePath", "rocketmqHome", "Aa", "BB", "key22", "scanNotActiveBrokerInterval", "key21", "key20", "key15", "key59", "key14", "key58", "key13", "key57", "key12", "key56", "key19", "controllerDLegerGroup", "key18", "key17", "key16", "controllerStorePath", "mappedFileSize", "controllerDLegerSelfId", "key33", "key32", "key31", "key30", "key26", "key25", "key24", "key23", "key29", "key28", "key27"]
     assert concurrent_hash_map_order(keys) == java
     assert concurrent_hash_map_order([*keys, "key3"]) == java  # a key put again keeps its place
+
+
+def test_a_hash_set_of_message_queues() -> None:
+    """mqadmin's consumeMessage visits a topic's queues in the order of a HashSet<MessageQueue>
+    (MessageQueue.hashCode over broker name, queue id, topic): what mqadmin 5.3.3 printed for 8 queues."""
+    assert message_queue_order("TopicA", "broker-a", range(8)) == [7, 5, 6, 3, 4, 1, 2, 0]
