@@ -41,10 +41,15 @@ FOLDER_TIERS = {"unit": ("unit",), "property": ("unit",), "integration": ("integ
                 "browser": ("slow", "browser"), "bench": ("slow", "bench"), "fuzz": ("slow", "fuzz"),
                 "interop": ("slow", "rocketmq")}
 #: Tests that share an expensive session or module fixture run on one worker (pytest-xdist's loadgroup):
-#: a SparkSession, a Spark standalone cluster, RocketMQ's clusters (the Java clients' failover scenario starts
-#: its own, so it may run beside the rest of the tier). By folder, or by file.
+#: a SparkSession, a Spark standalone cluster, the rocketmq tier's shared clusters (the admin tests). The
+#: tier's scenarios start clusters of their own, so they run beside the admin tests: the Java clients'
+#: failover on one worker, the other scenarios (mixed clusters, the consumers' life cycle, retries,
+#: transactions) one after the other on another. By folder, or by file.
 SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/test_report.py": "spark-standalone",
-                         "interop/test_java_clients.py": "rocketmq-java"}
+                         "interop/test_java_clients.py": "rocketmq-java",
+                         **{f"interop/test_{name}.py": "rocketmq-scenarios" for name in (
+                             "java_brokers_failover", "our_brokers_under_rocketmq", "java_lifecycle", "java_retries",
+                             "java_transactions")}}
 #: Where each run writes its times (git-ignored).
 TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"
 
