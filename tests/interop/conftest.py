@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,15 +48,23 @@ def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, env=env, check=False)
 
 
-def mqadmin_ok(cluster: RocketMQCluster, *args: str) -> str:
+def mqadmin_ok(cluster: RocketMQCluster, *args: str, within_s: float = 90.0) -> str:
     """Real mqadmin's stdout. It exits 0 even when a command fails, so a stack trace on stderr is a failure;
-    such a failure is asked again, twice at most, as its RPC timeouts can run out on two busy cores."""
-    for _ in range(3):
+    such a failure is asked again until ``within_s`` has passed (three times at least), as its 3 s RPC
+    timeouts run out when the tier's JVMs share two busy cores (a question is only ever a read, or a write
+    that may be repeated)."""
+    deadline = time.monotonic() + within_s
+    tries = 0
+    while True:
         done = cluster.mqadmin(*args)
+        tries += 1
         if done.returncode == 0 and "Exception" not in done.stderr:
             return done.stdout
+        if tries >= 3 and time.monotonic() >= deadline:
+            break
     causes = [line for line in done.stderr.splitlines() if "Exception" in line]
-    raise AssertionError(f"mqadmin {' '.join(args)} failed three times (exit {done.returncode}): " + " | ".join(causes))
+    raise AssertionError(f"mqadmin {' '.join(args)} failed {tries} times in {within_s:.0f} s (exit {done.returncode}): "
+                         + " | ".join(causes))
 
 
 def follower(cluster: RocketMQCluster) -> str:
