@@ -190,12 +190,23 @@ def completion(shell: str) -> None:
 
 
 def _register_commands() -> None:
-    from mqctl.commands import broker, cluster, controller, flush, namesrv, quickstart, report, store, topic
+    from mqctl.commands import (
+        broker,
+        cluster,
+        controller,
+        flush,
+        namesrv,
+        quickstart,
+        report,
+        store,
+        subgroup,
+        topic,
+    )
     from mqctl.commands import brokeradmin as broker_admin
     from mqctl.commands import tls as tls_commands
 
-    for module in (controller, broker, topic, namesrv, broker_admin, flush, cluster, quickstart, report, store,
-                   tls_commands):
+    for module in (controller, broker, topic, namesrv, broker_admin, subgroup, flush, cluster,
+                   quickstart, report, store, tls_commands):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -29,6 +29,7 @@ from services.broker.config import BrokerConfig
 from services.broker.connections import ClientInfo, Connections, ConsumerMode
 from services.broker.consumer_offsets import GROUP_PATTERN, OffsetTable
 from services.broker.consumers import ConsumerGroups
+from services.broker.namesrv_registration import topic_config
 from services.broker.processor.common import Route, answer, queue_bounds
 from services.broker.record import valid_topic
 from services.broker.runtime_info import RuntimeFacts, runtime_table
@@ -115,12 +116,16 @@ class StatsProcessor:
         if not valid_topic(topic) or not self.store.has_topic(topic):
             return answer(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic[:255]}] not exist")
         table = {}
-        for queue_id in range(self.config.defaultTopicQueueNums):
+        for queue_id in range(self._queue_nums(topic)):
             low, high = queue_bounds(self.store, topic, queue_id)
             stamp = self._store_time(topic, queue_id, high - 1) if high > 0 else 0
             table[self._queue(topic, queue_id)] = ab.TopicOffset(low, high, stamp)
         stats = ab.TopicStatsTable(table, self.stats.topic_puts.rate(topic, self.clock.now_ms()))
         return answer(request, ResponseCode.SUCCESS, None, None, stats.encode())
+
+    def _queue_nums(self, topic: str) -> int:
+        """The queues the broker announces of ``topic`` (a group's retry and dead-letter topics have one)."""
+        return topic_config(topic, self.config.defaultTopicQueueNums).read_queue_nums
 
     def _queue(self, topic: str, queue_id: int) -> MessageQueue:
         return MessageQueue(topic, self.config.brokerName, queue_id)
@@ -142,7 +147,7 @@ class StatsProcessor:
         for topic in sorted(self._consumed_topics(header)):
             if not valid_topic(topic) or not self.store.has_topic(topic):
                 continue
-            for queue_id in range(self.config.defaultTopicQueueNums):
+            for queue_id in range(self._queue_nums(topic)):
                 table[self._queue(topic, queue_id)] = self._offset_wrapper(group, topic, queue_id)
             tps += self.stats.group_gets.rate(f"{topic}@{group}", now)
         return answer(request, ResponseCode.SUCCESS, None, None, ab.ConsumeStats(table, tps).encode())
