@@ -2,5 +2,5 @@
 
 The package's modules are its public surface (tests/unit/test_exported_members.py)."""
 
-__all__ = ["broker", "brokeradmin", "cluster", "controller", "flush", "namesrv", "quickstart", "report", "store",
+__all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "controller", "flush", "namesrv", "quickstart", "report", "store",
            "subgroup", "tls", "topic"]

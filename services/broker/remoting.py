@@ -132,7 +132,7 @@ class BrokerRemoting:
             ah.GET_PRODUCER_CONNECTION_LIST: stats.producer_connections,
             ah.QUERY_TOPIC_CONSUME_BY_WHO: stats.consume_by_who, ah.GET_TOPIC_CONFIG: admin.topic_config,
             ah.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_group, ah.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
-            ah.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
+            ah.DELETE_SUBSCRIPTIONGROUP: admin.delete_group, ah.GET_BROKER_CONFIG: admin.broker_config,
         }
         self.limits = request_limits(self._routes, config.maxMessageSize)
 

@@ -282,3 +282,21 @@ def test_mqadmins_sub_group_commands_get_the_same_answers_from_ours(rocketmq: Ro
     else:
         assert seen[1] == seen[0]
 
+
+# ---------------------------------------------------------------------------------------------- broker config
+@pytest.mark.parametrize("how", ["-b", "-c"])
+def test_get_broker_config_is_mqadmins_text(rocketmq: RocketMQCluster, theirs: Side, how: str) -> None:
+    """(a) Every property of the master (-b), or of every master and slave (-c), in the order of the
+    java.util.Properties mqadmin loads them into: the same bytes."""
+    where = ("-b", theirs.master()) if how == "-b" else ("-c", "DefaultCluster")
+    real, mine = ask_both(rocketmq, ("getBrokerConfig", "-n", theirs.namesrv, *where))
+    assert mine == real
+
+
+def test_mqadmin_reads_our_brokers_config(rocketmq: RocketMQCluster, ours: Side) -> None:
+    """(b) mqadmin's getBrokerConfig -c against ours lists every replica's properties (ours, not RocketMQ's:
+    their names and values cannot be equal) as mqctl renders the same answers, the auth token masked."""
+    real, mine = ask_both(rocketmq, ("getBrokerConfig", "-n", ours.namesrv, "-c", "DefaultCluster"))
+    assert mine == real
+    assert real.count("brokerName                                        =  broker-a\n") == 3
+    assert "authToken                                         =  \n" in real

@@ -2,7 +2,7 @@
 
 UPDATE_AND_CREATE_TOPIC (17), GET_TOPIC_CONFIG (351) and GET_ALL_TOPIC_CONFIG (21), the subscription groups'
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and DELETE_SUBSCRIPTIONGROUP
-(207), GET_ALL_CONSUMER_OFFSET (43) and
+(207), GET_BROKER_CONFIG (26), GET_ALL_CONSUMER_OFFSET (43) and
 GET_ALL_DELAY_OFFSET (45): how a slave copies its master's tables, the controller mode's GET_BROKER_EPOCH_CACHE (1007), GET_BROKER_HA_STATUS (907),
 RESET_MASTER_FLUSH_OFFSET (908) and NOTIFY_BROKER_ROLE_CHANGED (1008, a hint only). With ``authToken``
 set, the codes that change state (17, 200, 207, 908, 1008) count only when signed with it (services/remoting/acl.py).
@@ -37,10 +37,10 @@ from services.remoting.acl import Verifier
 from services.remoting.command import RemotingCommand
 from services.remoting.errors import HeaderFieldError
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
-from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
+from services.remoting.namesrv_bodies import DataVersion, TopicConfigSerializeWrapper
 from services.remoting.subscription_bodies import GROUP_PATTERN, SubscriptionGroupConfig
 
-__all__ = ["AdminParts", "AdminProcessor", "ha_runtime_info"]
+__all__ = ["AdminParts", "AdminProcessor", "ha_runtime_info", "java_text"]
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +164,14 @@ class AdminProcessor:
                  conn.peer, "removed" if deleted else "absent", cleaned)
         return answer(request, ResponseCode.SUCCESS)
 
+    async def broker_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """GET_BROKER_CONFIG (26): the broker's properties as ``key=value`` lines (RocketMQ's
+        getAllConfigsFormatString), the auth token and TLS secrets masked; the ``version`` field is the
+        configuration's DataVersion, which never changes (nothing is changed at run time)."""
+        text = "".join(f"{k}={java_text(v)}\n" for k, v in self.config.as_properties().items())
+        version = fastjson.dumps(DataVersion().to_json())
+        return answer(request, ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
+
     async def all_offsets(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         return answer(request, ResponseCode.SUCCESS, None, None, self.offsets.table.snapshot().encode())
 
@@ -206,6 +214,13 @@ class AdminProcessor:
         if self._verifier is None or self._verifier.secret != token:
             self._verifier = Verifier(token)
         return self._verifier.check(request, self.clock.now_ms())
+
+
+def java_text(value: object) -> str:
+    """A property's value as Java's String.valueOf writes it (true, false; nothing for an absent one)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
 
 
 def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:
