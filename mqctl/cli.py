@@ -200,13 +200,15 @@ def _register_commands() -> None:
         quickstart,
         report,
         store,
+        subgroup,
         topic,
     )
     from mqctl.commands import brokeradmin as broker_admin
+    from mqctl.commands import brokerconfig as broker_config
     from mqctl.commands import tls as tls_commands
 
-    for module in (controller, broker, consume, topic, namesrv, broker_admin, flush, cluster, quickstart, report, store,
-                   tls_commands):
+    for module in (controller, broker, consume, topic, namesrv, broker_admin, broker_config, subgroup, flush, cluster,
+                   quickstart, report, store, tls_commands):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -2,5 +2,5 @@
 
 The package's modules are its public surface (tests/unit/test_exported_members.py)."""
 
-__all__ = ["broker", "brokeradmin", "cluster", "consume", "controller", "flush", "namesrv", "quickstart", "report",
-           "store", "tls", "topic"]
+__all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "consume", "controller", "flush", "namesrv", "quickstart",
+           "report", "store", "subgroup", "tls", "topic"]

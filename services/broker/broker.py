@@ -26,9 +26,10 @@ from services.broker.retention import RetentionService
 from services.broker.runtime_info import RuntimeFacts, runtime_facts
 from services.broker.schedule.delay_offsets import DelayOffsetFile
 from services.broker.schedule.service import ScheduleService
-from services.broker.slave_sync import SlaveSync, TopicSync
+from services.broker.slave_sync import GroupSync, SlaveSync, TopicSync
 from services.broker.stats import BrokerStats
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
+from services.broker.subscription_groups import SubscriptionGroups
 from services.common.clock import Clock, SystemClock
 from services.common.remoting_client import RemotingClient
 
@@ -82,6 +83,11 @@ class Broker:
         self.slave_sync = SlaveSync.of(
             self._offsets_master, self.consumer_offsets,
             TopicSync(self.store.created_topics, lambda _: self.namesrv.trigger(), RemotingClient(timeout_s=3.0)))
+        self.subscription_groups = SubscriptionGroups(config.store_dir / "config" / "subscriptionGroup.json",
+                                                      self.clock)
+        group_sync = GroupSync(self.subscription_groups, RemotingClient(timeout_s=3.0))
+        self.slave_sync.syncs.append(group_sync.sync_from)
+        self.slave_sync.closers.append(group_sync.client.close)
         self.delay_rules = config.delay_rules()
         self.schedule = ScheduleService(self.delay_rules, self.store,
                                         DelayOffsetFile(config.store_dir / "config" / "delayOffset.json"), self.put,
@@ -98,6 +104,7 @@ class Broker:
         with self.io_lock:
             self.store.open()
         self.consumer_offsets.load()
+        self.subscription_groups.load()
         self.schedule.offsets.load()
         self.transactions.file.load()
         log.info("store %s opened: commitlog [%d, %d), confirmOffset %d, epochs %s", self.config.store_dir,

@@ -102,6 +102,15 @@ class OffsetTable:
         """The topics ``group`` has committed offsets of (RocketMQ's whichTopicByConsumer)."""
         return {k.partition("@")[0] for k in self._table if k.partition("@")[2] == group}
 
+    def remove_group(self, group: str) -> int:
+        """Forget every offset of ``group`` (DELETE_SUBSCRIPTIONGROUP with cleanOffset); how many entries went."""
+        gone = [k for k in self._table if k.partition("@")[2] == group]
+        for key in gone:
+            del self._table[key]
+        if gone:
+            self.version += 1
+        return len(gone)
+
     def groups_of(self, topic: str) -> set[str]:
         """The groups that committed offsets of ``topic`` (RocketMQ's whichGroupByTopic)."""
         return {k.partition("@")[2] for k in self._table if k.partition("@")[0] == topic}

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.broker.connections import Connections
 from services.broker.consumers import ConsumerGroups
-from services.broker.processor.admin import AdminParts, AdminProcessor
+from services.broker.processor.admin import MAX_GROUP_BODY, AdminParts, AdminProcessor
 from services.broker.processor.client_manage import EXPIRY_SCAN_S, ClientManageProcessor
 from services.broker.processor.common import Route, answer
 from services.broker.processor.consumer_manage import ConsumerManageProcessor
@@ -59,7 +59,9 @@ from services.broker.processor.stats import StatsProcessor
 from services.broker.put_batcher import PutBatcher
 from services.broker.remoting_pull import Arrivals
 from services.broker.replicas_manager import Role
+from services.broker.schedule.retry import DEFAULT_MAX_RECONSUME_TIMES
 from services.broker.store import Message
+from services.broker.subscription_groups import SubscriptionGroups
 from services.broker.transaction.progress import TransactionProgressFile
 from services.broker.transaction.service import TransactionService
 from services.common.codes import ResponseCode
@@ -100,12 +102,14 @@ class BrokerRemoting:
         self._tasks: list[asyncio.Task[None]] = []
         self.send = SendProcessor(config, store.validate, self.puts, self.offload, self.store_host,
                                   broker.delay_rules, broker.clock, store.commitlog.check_at, store.topic_config,
-                                  store.created_topics.put, broker.namesrv.note_topics)
+                                  store.created_topics.put, broker.namesrv.note_topics,
+                                  lambda group: retry_max_times(broker.subscription_groups, group))
         self.consumer_manage = ConsumerManageProcessor(config, store, broker.consumer_offsets, self.consumers,
                                                        broker.clock)
         self.pull = PullProcessor(config, store, self.consumers, self.arrivals, lambda: broker.role is Role.MASTER,
                                   self.consumer_manage.commit, self.store_host, store.topic_config,
-                                  lambda: broker.replicas.state.master_address is not None)
+                                  lambda: broker.replicas.state.master_address is not None,
+                                  lambda group: consume_enabled(broker.subscription_groups, group))
         self.connections = Connections()
         self.stats = StatsProcessor(config, store, broker.stats, broker.consumer_offsets.table, self.consumers,
                                     self.connections, broker.clock, broker.runtime_facts)
@@ -123,7 +127,7 @@ class BrokerRemoting:
             role=lambda: broker.role, epoch_cache=broker.epoch_cache, ha_status=broker.ha_status,
             role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
             transaction_progress=self.transactions.answer,
-            topics_changed=broker.namesrv.trigger, io_lock=broker.io_lock))
+            topics_changed=broker.namesrv.trigger, io_lock=broker.io_lock, groups=broker.subscription_groups))
         self._route_table()
         self.limits = request_limits(self._routes, config.maxMessageSize)
 
@@ -150,7 +154,9 @@ class BrokerRemoting:
             ah.GET_BROKER_RUNTIME_INFO: stats.runtime_info, ah.GET_TOPIC_STATS_INFO: stats.topic_stats,
             ah.GET_CONSUME_STATS: stats.consume_stats, ah.GET_CONSUMER_CONNECTION_LIST: stats.consumer_connections,
             ah.GET_PRODUCER_CONNECTION_LIST: stats.producer_connections,
-            ah.QUERY_TOPIC_CONSUME_BY_WHO: stats.consume_by_who,
+            ah.QUERY_TOPIC_CONSUME_BY_WHO: stats.consume_by_who, ah.GET_TOPIC_CONFIG: admin.topic_config,
+            ah.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_group, ah.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
+            ah.DELETE_SUBSCRIPTIONGROUP: admin.delete_group, ah.GET_BROKER_CONFIG: admin.broker_config,
         }
 
     # ------------------------------------------------------------------ wiring
@@ -211,17 +217,31 @@ class BrokerRemoting:
         return result
 
 
+def retry_max_times(groups: SubscriptionGroups, group: str) -> int:
+    """How often a message of ``group`` is retried when its consumer does not say: the group's retryMaxTimes."""
+    config = groups.get(group)
+    return DEFAULT_MAX_RECONSUME_TIMES if config is None else config.retry_max_times
+
+
+def consume_enabled(groups: SubscriptionGroups, group: str) -> bool:
+    """Whether ``group`` may pull: not when its settings say consumeEnable=false."""
+    config = groups.get(group)
+    return config is None or config.consume_enable
+
+
 def request_limits(served: Iterable[int], max_message_size: int) -> RequestLimits:
     """What each request may carry (docs/remoting.md): a send its message (or batch), a heartbeat its
-    client's groups, a lock or unlock its queues, a role-change hint its SyncStateSet (never read); the rest no
-    body."""
+    client's groups, a lock or unlock its queues, a role-change hint its SyncStateSet (never read), a subscription
+    group its settings; the rest no body."""
     invalid = ResponseCode.INVALID_PARAMETER
     send = BodyLimit(max_message_size, ResponseCode.MESSAGE_ILLEGAL, "maxMessageSize")
     bodies: dict[int, BodyLimit] = {
         **dict.fromkeys(SEND_REQUESTS, send), RC.HEART_BEAT: BodyLimit(HEARTBEAT_BODY, invalid),
         # a lock body lists a client's queues of the group: at most MAX_ITEMS, a few hundred KB
         bh.LOCK_BATCH_MQ: BodyLimit(HEARTBEAT_BODY, invalid), bh.UNLOCK_BATCH_MQ: BodyLimit(HEARTBEAT_BODY, invalid),
-        RC.NOTIFY_BROKER_ROLE_CHANGED: BodyLimit(SMALL_BODY, invalid)}
+        RC.NOTIFY_BROKER_ROLE_CHANGED: BodyLimit(SMALL_BODY, invalid),
+        # a subscription group's settings: well under 1 KB, its optional lists bounded
+        ah.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: BodyLimit(MAX_GROUP_BODY, invalid)}
     return server_limits(served, bodies, invalid, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
 
 

@@ -1,8 +1,9 @@
 """What a slave copies from its master besides the log, as RocketMQ's ``SlaveSynchronize`` does, every
 ``SYNC_INTERVAL_S`` while it is a slave: the consumer groups' offsets (consumer_offsets.py) and the
 master's topic configs (``GET_ALL_TOPIC_CONFIG``, 21: queue counts, perm and the rest, as RocketMQ's
-syncTopicConfig copies them), so that after a failover consumers resume where they were and clients find
-the same topics, with the same queues, on the new master."""
+syncTopicConfig copies them) and the subscription groups (``GET_ALL_SUBSCRIPTIONGROUP_CONFIG``, 201, taken whole
+when its DataVersion differs), so that after a failover consumers resume where they were and clients find the
+same topics, with the same queues, and the same groups' settings on the new master."""
 
 from __future__ import annotations
 
@@ -12,19 +13,44 @@ from collections.abc import Awaitable, Callable
 
 from services.broker.consumer_offsets import SYNC_INTERVAL_S, ConsumerOffsets
 from services.broker.namesrv_registration import AUTO_CREATE_TOPIC
+from services.broker.subscription_groups import SubscriptionGroups
 from services.broker.topics import TopicRegistry, TopicsFull, config_problem
 from services.common.codes import ResponseCode
 from services.common.errors import MqctlError
 from services.common.remoting_client import RemotingClient
+from services.remoting.admin_headers import GET_ALL_SUBSCRIPTIONGROUP_CONFIG
 from services.remoting.broker_headers import GET_ALL_TOPIC_CONFIG
 from services.remoting.command import make_request
 from services.remoting.errors import BodyError
 from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
+from services.remoting.subscription_bodies import SubscriptionGroupWrapper
 
-__all__ = ["SlaveSync", "TopicSync"]
+__all__ = ["GroupSync", "SlaveSync", "TopicSync"]
 
 log = logging.getLogger(__name__)
 
+
+class GroupSync:
+    """The master's subscription groups, taken whole (a group deleted on the master goes here too)."""
+
+    def __init__(self, groups: SubscriptionGroups, client: RemotingClient) -> None:
+        self.groups = groups
+        self.client = client
+
+    async def sync_from(self, address: str) -> bool:
+        try:
+            answer = await self.client.call(address, make_request(GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 0))
+            if answer.code != ResponseCode.SUCCESS:
+                log.warning("subscription groups from master %s: refused (%s)", address, answer.remark)
+                return False
+            wrapper = SubscriptionGroupWrapper.decode(answer.body)
+        except (MqctlError, BodyError) as exc:
+            log.warning("subscription groups from master %s: %s", address, exc)
+            return False
+        if await asyncio.to_thread(self.groups.copy, wrapper):
+            log.info("subscription groups copied from master %s (%d groups, version %s)", address,
+                     len(wrapper.table), wrapper.data_version.counter)
+        return True
 
 
 class TopicSync:

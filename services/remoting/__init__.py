@@ -16,4 +16,4 @@ docs/remoting.md describes the wire format, the limits and how compatibility is 
 """
 
 __all__ = ["acl", "admin_bodies", "admin_headers", "bodies", "broker_bodies", "broker_headers", "codec", "command", "errors", "fastjson", "headers",
-           "javaorder", "jsonscan", "limits", "message", "mqctl_ext", "namesrv_bodies"]
+           "javaorder", "jsonscan", "limits", "message", "mqctl_ext", "namesrv_bodies", "subscription_bodies"]

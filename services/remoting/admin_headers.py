@@ -11,10 +11,10 @@ from services.remoting.headers import CustomHeader, _bool, _string
 __all__ = [
     "DELETE_SUBSCRIPTIONGROUP", "DELETE_TOPIC_IN_BROKER", "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", "GET_BROKER_CONFIG",
     "GET_BROKER_RUNTIME_INFO", "GET_CONSUMER_CONNECTION_LIST", "GET_CONSUME_STATS", "GET_PRODUCER_CONNECTION_LIST",
-    "GET_TOPIC_STATS_INFO", "QUERY_TOPIC_CONSUME_BY_WHO", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", "UPDATE_BROKER_CONFIG",
+    "GET_TOPIC_CONFIG", "GET_TOPIC_STATS_INFO", "QUERY_TOPIC_CONSUME_BY_WHO", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", "UPDATE_BROKER_CONFIG",
     "DeleteSubscriptionGroupRequestHeader", "DeleteTopicRequestHeader", "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader", "GetProducerConnectionListRequestHeader",
-    "GetTopicStatsInfoRequestHeader", "QueryTopicConsumeByWhoRequestHeader",
+    "GetTopicConfigRequestHeader", "GetTopicStatsInfoRequestHeader", "QueryTopicConsumeByWhoRequestHeader",
 ]
 
 UPDATE_BROKER_CONFIG = 25
@@ -29,6 +29,16 @@ DELETE_SUBSCRIPTIONGROUP = 207
 GET_CONSUME_STATS = 208
 DELETE_TOPIC_IN_BROKER = 215
 QUERY_TOPIC_CONSUME_BY_WHO = 300
+GET_TOPIC_CONFIG = 351
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetTopicConfigRequestHeader(CustomHeader):
+    """351 GET_TOPIC_CONFIG: one topic's config (mqadmin's topicStatus and consumerProgress ask it for the static
+    topic mapping ``lo`` asks for, which no topic of ours has); the answer's body is a TopicConfig."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    lo: bool | None = _bool("lo")
 
 
 @dataclass(frozen=True, kw_only=True)

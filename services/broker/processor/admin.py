@@ -1,9 +1,11 @@
 """What an administrator or a controller asks a broker: RocketMQ's AdminBrokerProcessor.
 
-UPDATE_AND_CREATE_TOPIC (17) and GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43) and
+UPDATE_AND_CREATE_TOPIC (17), GET_TOPIC_CONFIG (351) and GET_ALL_TOPIC_CONFIG (21), the subscription groups'
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and DELETE_SUBSCRIPTIONGROUP
+(207), GET_BROKER_CONFIG (26), GET_ALL_CONSUMER_OFFSET (43) and
 GET_ALL_DELAY_OFFSET (45): how a slave copies its master's tables, the controller mode's GET_BROKER_EPOCH_CACHE (1007), GET_BROKER_HA_STATUS (907),
 RESET_MASTER_FLUSH_OFFSET (908) and NOTIFY_BROKER_ROLE_CHANGED (1008, a hint only). With ``authToken``
-set, the codes that change state (17, 908, 1008) count only when signed with it (services/remoting/acl.py).
+set, the codes that change state (17, 200, 207, 908, 1008) count only when signed with it (services/remoting/acl.py).
 """
 
 from __future__ import annotations
@@ -21,23 +23,30 @@ from services.broker.namesrv_registration import topic_table
 from services.broker.processor.common import MASTER_ID, answer
 from services.broker.replicas_manager import Role
 from services.broker.store import MessageStore
+from services.broker.subscription_groups import GroupsFull, SubscriptionGroups
 from services.broker.topic_rules import Refusal, topic_from_request
 from services.broker.topics import TopicsFull
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
-from services.remoting import bodies
+from services.remoting import admin_headers as ah
+from services.remoting import bodies, fastjson
 from services.remoting import broker_bodies as bb
 from services.remoting import broker_headers as bh
 from services.remoting.acl import Verifier
 from services.remoting.command import RemotingCommand
 from services.remoting.errors import HeaderFieldError
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
-from services.remoting.namesrv_bodies import TopicConfigSerializeWrapper
+from services.remoting.namesrv_bodies import DataVersion, TopicConfigSerializeWrapper
+from services.remoting.subscription_bodies import GROUP_PATTERN, SubscriptionGroupConfig
 
-__all__ = ["AdminParts", "AdminProcessor", "ha_runtime_info"]
+__all__ = ["AdminParts", "AdminProcessor", "ha_runtime_info", "java_text"]
 
 log = logging.getLogger(__name__)
+
+#: The largest SubscriptionGroupConfig body read (a group's settings are well under 1 KiB; its optional lists
+#: are bounded by subscription_bodies.MAX_ITEMS).
+MAX_GROUP_BODY = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,7 @@ class AdminParts:
     io_lock: threading.Lock
     delay_offsets: Callable[[], bytes]
     transaction_progress: Callable[[], bytes]
+    groups: SubscriptionGroups
 
 
 class AdminProcessor:
@@ -107,6 +117,58 @@ class AdminProcessor:
                             self.config.autoCreateTopicEnable)
         return answer(request, ResponseCode.SUCCESS, None, None, TopicConfigSerializeWrapper(table).encode())
 
+    async def topic_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """GET_TOPIC_CONFIG (351): the topic as the broker announces it, or TOPIC_NOT_EXIST with RocketMQ's
+        remark (mqadmin takes that answer as "no static mapping here")."""
+        topic = ah.GetTopicConfigRequestHeader.from_ext_fields(request.ext_fields).topic
+        config = topic_table(self.store.topic_configs(), self.config.defaultTopicQueueNums,
+                             self.config.autoCreateTopicEnable).get(topic)
+        if config is None:
+            return answer(request, ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic[:256]}")
+        return answer(request, ResponseCode.SUCCESS, None, None, fastjson.dumps(config.to_json()).encode())
+
+    async def update_group(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): the body's SubscriptionGroupConfig replaces the group's, on
+        disk before the answer. With ``authToken`` set, only when signed."""
+        refusal = self.unsigned(request)
+        if refusal is not None:
+            return answer(request, ResponseCode.NO_PERMISSION, refusal)
+        config = SubscriptionGroupConfig.decode(request.body or b"", max_bytes=MAX_GROUP_BODY)
+        try:
+            await asyncio.to_thread(self.parts.groups.update, config)
+        except GroupsFull as exc:
+            return answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        log.info("subscription group %s created or updated by %s", config.group_name, conn.peer)
+        return answer(request, ResponseCode.SUCCESS)
+
+    async def all_groups(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): every group's settings and the table's DataVersion."""
+        return answer(request, ResponseCode.SUCCESS, None, None, self.parts.groups.wrapper().encode())
+
+    async def delete_group(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """DELETE_SUBSCRIPTIONGROUP (207): SUCCESS whether or not the group had settings, as RocketMQ answers;
+        ``cleanOffset`` forgets its consumer offsets too. With ``authToken`` set, only when signed."""
+        header = ah.DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
+        refusal = self.unsigned(request)
+        if refusal is not None:
+            return answer(request, ResponseCode.NO_PERMISSION, refusal)
+        if GROUP_PATTERN.fullmatch(header.group_name) is None:
+            raise HeaderFieldError(type(header).__name__, "groupName",
+                                   "must be 1-255 of letters, digits, '%', '|', '_' and '-'")
+        deleted = await asyncio.to_thread(self.parts.groups.delete, header.group_name)
+        cleaned = self.offsets.table.remove_group(header.group_name) if header.clean_offset else 0
+        log.info("subscription group %s deleted by %s (settings %s, %d offset entries removed)", header.group_name,
+                 conn.peer, "removed" if deleted else "absent", cleaned)
+        return answer(request, ResponseCode.SUCCESS)
+
+    async def broker_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """GET_BROKER_CONFIG (26): the broker's properties as ``key=value`` lines (RocketMQ's
+        getAllConfigsFormatString), the auth token and TLS secrets masked; the ``version`` field is the
+        configuration's DataVersion, which never changes (nothing is changed at run time)."""
+        text = "".join(f"{k}={java_text(v)}\n" for k, v in self.config.as_properties().items())
+        version = fastjson.dumps(DataVersion().to_json())
+        return answer(request, ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
+
     async def all_offsets(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         return answer(request, ResponseCode.SUCCESS, None, None, self.offsets.table.snapshot().encode())
 
@@ -149,6 +211,13 @@ class AdminProcessor:
         if self._verifier is None or self._verifier.secret != token:
             self._verifier = Verifier(token)
         return self._verifier.check(request, self.clock.now_ms())
+
+
+def java_text(value: object) -> str:
+    """A property's value as Java's String.valueOf writes it (true, false; nothing for an absent one)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
 
 
 def ha_runtime_info(status: dict[str, Any]) -> bb.HARuntimeInfo:

@@ -35,6 +35,10 @@ __all__ = ["PULL_COMMIT_OFFSET", "PULL_SUBSCRIPTION", "PULL_SUSPEND", "PullProce
 PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 
 
+#: ForbiddenType.GROUP_FORBIDDEN, in the refusal's header: the group may not consume.
+GROUP_FORBIDDEN = "2"
+
+
 class PullProcessor:
     """Built with the store, the groups' subscriptions, the put notifications, whether the broker is master
     now and whether it knows a master, how to commit a consumer offset, and each topic's config (None for a
@@ -43,8 +47,9 @@ class PullProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, consumers: ConsumerGroups, arrivals: Arrivals,
                  is_master: Callable[[], bool], commit: Callable[[str, str, int, int], str | None],
                  store_host: SocketAddress, topic_config: Callable[[str], TopicConfig | None],
-                 master_known: Callable[[], bool]) -> None:
+                 master_known: Callable[[], bool], consume_enabled: Callable[[str], bool] = lambda group: True) -> None:
         self.config = config
+        self.consume_enabled = consume_enabled
         self.store = store
         self.consumers = consumers
         self.arrivals = arrivals
@@ -57,6 +62,9 @@ class PullProcessor:
     async def serve(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         check_queue(h.topic, h.queue_id, MAX_QUEUE_NUMS, "PullMessageRequestHeader", h.consumer_group)
+        if not self.consume_enabled(h.consumer_group):  # the group's consumeEnable=false (updateSubGroup -s false)
+            return answer(request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}",
+                          {"forbiddenType": GROUP_FORBIDDEN})
         if h.expression_type not in (None, "", "TAG"):
             return answer(request, ResponseCode.SYSTEM_ERROR,
                           f"The broker does not support consumer to filter message by {h.expression_type[:40]}")

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Literal, overload
 
 from services.broker.config import BrokerConfig
 from services.broker.consumer_offsets import GROUP_PATTERN
+from services.broker.namesrv_registration import RETRY_PREFIX
 from services.broker.processor.common import answer
 from services.broker.put_batcher import PutBatcher
 from services.broker.record import MessageRecord, valid_topic
 from services.broker.remoting_messages import Refusal, Stamp, to_store_messages
 from services.broker.schedule.levels import DelayRules, NotSchedulable
-from services.broker.schedule.retry import dead_letter, send_back
+from services.broker.schedule.retry import DEFAULT_MAX_RECONSUME_TIMES, dead_letter, send_back
 from services.broker.store import Message, MessageIllegal
 from services.broker.topic_rules import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -82,11 +83,13 @@ class SendProcessor:
     def __init__(self, config: BrokerConfig, validate: Callable[[Message], None], puts: PutBatcher,
                  offload: Offload, store_host: SocketAddress, rules: DelayRules, clock: Clock,
                  look: Callable[[int], MessageRecord | str], topics: Callable[[str], TopicConfig | None],
-                 create: Callable[[TopicConfig], bool], on_created: Callable[[list[str]], None]) -> None:
+                 create: Callable[[TopicConfig], bool], on_created: Callable[[list[str]], None],
+                 retry_max_times: Callable[[str], int] = lambda group: DEFAULT_MAX_RECONSUME_TIMES) -> None:
         self.config = config
         self.topics = topics
         self.create = create
         self.on_created = on_created
+        self.retry_max_times = retry_max_times
         self.look = look
         self.rules = rules
         self.clock = clock
@@ -159,8 +162,11 @@ class SendProcessor:
         try:
             for message in messages:  # alone, so that it cannot fail the sends it is stored with
                 self.validate(message)
-            messages = [self.rules.schedule(dead_letter(m, header.reconsume_times or 0, header.max_reconsume_times),
-                                            now_ms) for m in messages]
+            limit = header.max_reconsume_times
+            if limit is None and header.topic.startswith(RETRY_PREFIX):
+                limit = self.retry_max_times(header.topic[len(RETRY_PREFIX):])
+            messages = [self.rules.schedule(dead_letter(m, header.reconsume_times or 0, limit), now_ms)
+                        for m in messages]
         except (MessageIllegal, NotSchedulable) as exc:
             return answer(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
         return messages, [m.properties.get("UNIQ_KEY", "") for m in messages]
@@ -229,7 +235,8 @@ class SendProcessor:
         props = dict(found.properties)
         keys, tags = props.pop("KEYS", ""), props.pop("TAGS", "")
         message = send_back(found.topic, keys, tags, props, found.body, found.store_timestamp, h.group,
-                            h.delay_level, h.max_reconsume_times, self.msg_id(found.physical_offset))
+                            h.delay_level, self.retry_max_times(h.group) if h.max_reconsume_times is None
+                            else h.max_reconsume_times, self.msg_id(found.physical_offset))
         try:
             self.validate(message)
             message = self.rules.schedule(message, self.clock.now_ms())

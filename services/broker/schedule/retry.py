@@ -10,8 +10,8 @@ host and UNIQ_KEY unchanged. Once it has been retried ``maxReconsumeTimes`` time
 level below 0), it goes to the group's dead-letter queue ``%DLQ%<group>`` (one queue) instead, at once.
 
 ``maxReconsumeTimes`` is the consumer's, from the request header, as RocketMQ takes it from any client since
-3.4.9; without one it is 16, the default of RocketMQ's subscription group config (our brokers keep no
-subscription group config: every group has the defaults).
+3.4.9; without one it is the group's ``retryMaxTimes`` (subscription_groups.py; 16, RocketMQ's default, for a
+group with no settings), which the caller passes in.
 """
 
 from __future__ import annotations

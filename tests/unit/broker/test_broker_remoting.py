@@ -25,6 +25,7 @@ from services.broker.schedule.delay_offsets import DelayOffsetFile
 from services.broker.schedule.service import ScheduleService
 from services.broker.stats import BrokerStats
 from services.broker.store import AppendResult, Message, MessageIllegal, MessageStore
+from services.broker.subscription_groups import SubscriptionGroups
 from services.common.clock import FakeClock
 from services.common.codes import ResponseCode as C
 from services.common.remoting_client import RemotingClient
@@ -85,6 +86,7 @@ class FakeBroker:
                                         self.put, lambda: self.role is Role.MASTER, self.clock,
                                         RemotingClient(timeout_s=1.0))
         self.stats = BrokerStats(self.clock.now_ms())
+        self.subscription_groups = SubscriptionGroups(root / "subscriptionGroup.json", self.clock)
 
     def runtime_facts(self) -> RuntimeFacts:
         return runtime_facts(self.config, self.store, self.store.max_offset, self.role is Role.MASTER,

@@ -8,6 +8,7 @@ import java.util.Arrays;
  * <pre>
  * create-topic  --namesrv A --topic T [--queues 4]               creates T through TBW102's route, waits for its route
  * produce       --namesrv A --topic T --history F [--modes sync,async,oneway,batch] [--first 0] [--rounds N]
+ *               [--linger true]            (after its rounds, stays connected until --until)
  *               [--until FILE] [--batch 3] [--pause-ms 20] [--send-timeout-ms 3000] [--group G]
  *               [--pause-while FILE]       (modes also: delayed, transaction; no send while FILE exists)
  * push          --namesrv A --topic T --group G --history F --until FILE [--expression *] [--threads 4]

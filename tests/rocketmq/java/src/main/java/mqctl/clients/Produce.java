@@ -63,6 +63,7 @@ final class Produce {
         long seq = options.number("first", 0);
         long rounds = options.number("rounds", -1);
         long pauseMs = options.number("pause-ms", 20);
+        boolean linger = Boolean.parseBoolean(options.text("linger", "false"));
         Clients.Until until = new Clients.Until(options);
         Path pauseFile = options.has("pause-while") ? Path.of(options.text("pause-while")) : null;
         DefaultMQProducer producer = producer(options.text("group", "mqctl-java-producer"),
@@ -84,6 +85,10 @@ final class Produce {
                 Thread.sleep(pauseMs); // pacing: a steady stream, not a flood
             }
             int unanswered = run.drain(producer.getSendMsgTimeout() * 4L);
+            if (linger) {
+                history.write("PAUSED", seq, unanswered); // the rounds are sent; connected until --until
+                until.await();
+            }
             producer.shutdown();
             history.write("DONE", run.sent.get(), run.failed.get(), run.oneway, unanswered);
         }
