@@ -27,7 +27,7 @@ from typing import Any
 from bench.common import scratch_dir, summary, table, write_result
 from services.broker.processor.client_manage import read_heartbeat
 from services.broker.remoting import request_limits as broker_limits
-from services.broker.remoting_messages import to_store_messages
+from services.broker.remoting_messages import Stamp, to_store_messages
 from services.broker.store import MessageStore
 from services.common.offload import Offload
 from services.common.props import parse_properties
@@ -178,7 +178,7 @@ def _messages(request: RemotingCommand) -> object:
     if not _STORE:
         _STORE.append(MessageStore(scratch_dir("mqctl-bench-frames-"), "127.0.0.1:10911"))
     header = bh.parse_send_header(request.code, dict(request.ext_fields))
-    messages = to_store_messages(header, request.body, SocketAddress.parse("127.0.0.1", 1), "DefaultCluster")
+    messages = to_store_messages(header, request.body, SocketAddress.parse("127.0.0.1", 1), Stamp("DefaultCluster"))
     assert isinstance(messages, list)
     for message in messages:
         _STORE[0].validate(message)
