@@ -102,9 +102,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         folder = parts[0]
         group = SHARED_FIXTURE_GROUPS.get("/".join(parts)) or SHARED_FIXTURE_GROUPS.get(folder)
-        version = getattr(item, "callspec", None) and item.callspec.params.get("rocketmq")  # type: ignore[attr-defined]
-        if group == "rocketmq" and isinstance(version, str):
-            group = f"rocketmq-{version}"  # each version's shared cluster on a worker of its own
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         tier = tier_of(item, folder)
