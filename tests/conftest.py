@@ -26,6 +26,7 @@ import pytest
 from _pytest.config import ExitCode
 
 import tests.support.examples  # noqa: F401  (chooses the Hypothesis profile: quick, or thorough under CI)
+from tests.rocketmq import SECOND
 
 # The report's class archive (spark_reports.cds) is written after a JVM exits and checked by a detached
 # process, which would outlive the test that started the JVM. Off by default here; the tests of the
@@ -44,12 +45,15 @@ FOLDER_TIERS = {"unit": ("unit",), "property": ("unit",), "integration": ("integ
 #: a SparkSession, a Spark standalone cluster, the rocketmq tier's shared clusters (the admin tests). The
 #: tier's scenarios start clusters of their own, so they run beside the admin tests: the Java clients'
 #: failover on one worker, the other scenarios (mixed clusters, the consumers' life cycle, retries,
-#: transactions) one after the other on another. By folder, or by file.
+#: transactions) one after the other on another. By folder, or by file. The admin tests of the second
+#: RocketMQ version (SECOND_LEG) run after those scenarios on the scenarios' worker: each version's shared
+#: cluster on a worker of its own, and never more than three JVM clusters at once on two cores.
 SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/test_report.py": "spark-standalone",
                          "interop/test_java_clients.py": "rocketmq-java",
                          **{f"interop/test_{name}.py": "rocketmq-scenarios" for name in (
                              "java_brokers_failover", "our_brokers_under_rocketmq", "java_lifecycle", "java_retries",
                              "java_transactions")}}
+SECOND_LEG = ("rocketmq", "rocketmq-scenarios")
 #: Where each run writes its times (git-ignored).
 TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"
 
@@ -102,6 +106,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         folder = parts[0]
         group = SHARED_FIXTURE_GROUPS.get("/".join(parts)) or SHARED_FIXTURE_GROUPS.get(folder)
+        if group == SECOND_LEG[0] and _rocketmq_version(item) == SECOND:
+            group = SECOND_LEG[1]
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         tier = tier_of(item, folder)
@@ -118,10 +124,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # for the times on record (a report carries it across workers): the tier, and a slow test's kind
         kinds = [k for k in SLOW_KINDS if item.get_closest_marker(k)] if tier == "slow" else []
         item.user_properties.append(("tier", f"slow:{kinds[0]}" if kinds else tier))
+    # The tests on RocketMQ's shared clusters last (a stable sort): a shared cluster, kept up until its package
+    # ends, then starts only once the scenarios on its worker are done.
+    items.sort(key=lambda i: _rocketmq_version(i) is not None)
     if not _chosen_by_hand(config):
         keep = [i for i in items if _in_default_set(i)]
         config.hook.pytest_deselected(items=[i for i in items if not _in_default_set(i)])
         items[:] = keep
+
+
+def _rocketmq_version(item: pytest.Item) -> str | None:
+    """The RocketMQ version of the shared cluster a test uses (the ``rocketmq`` fixture's parameter)."""
+    callspec = getattr(item, "callspec", None)
+    version = callspec.params.get("rocketmq") if callspec is not None else None
+    return version if isinstance(version, str) else None
 
 
 def _chosen_by_hand(config: pytest.Config) -> bool:

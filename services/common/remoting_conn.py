@@ -10,7 +10,9 @@ and header within ``head_timeout_s`` of its first byte, the rest within ``frame_
 the listener's HTTP head and body deadlines, so a byte now and then cannot hold a connection for ever), and
 silence between frames (``idle_timeout_s`` without a whole frame closes the connection). A malformed frame
 or an oversized header closes the connection, with a log line; a handler that raises is answered
-``SYSTEM_ERROR`` without its details, and logged. ``on_closed`` runs once when the connection ends, so a
+``SYSTEM_ERROR`` without its details, and logged. When the connection ends, the requests in flight that
+wait for an answer are cancelled (nobody is left to read it), while a oneway one (an END_TRANSACTION, a oneway
+send) is carried out: its sender wrote it and went, as a producer does, and counts on it. ``on_closed`` runs once when the connection ends, so a
 server can treat a broker's connection closing as that broker going away, as RocketMQ's controller does.
 """
 
@@ -60,6 +62,7 @@ class RemotingConnection(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}  # what a handler learns about its peer (e.g. a broker's id)
         self._transport: asyncio.Transport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._oneway: set[asyncio.Task[None]] = set()  # finished even when the connection goes (see connection_lost)
         self._taken = 0  # requests the front handler took and has not finished
         self._paused = False
         self._closed = False
@@ -97,6 +100,8 @@ class RemotingConnection(asyncio.Protocol):
                 continue
             task = asyncio.get_running_loop().create_task(self._serve(command))
             self._tasks.add(task)
+            if command.is_oneway:
+                self._oneway.add(task)
             task.add_done_callback(self._done)
         if self.in_flight >= self.max_in_flight and not self._paused and self._transport is not None:
             self._paused = True
@@ -107,8 +112,8 @@ class RemotingConnection(asyncio.Protocol):
         for timer in (self._idle, self._frame):
             if timer is not None:
                 timer.cancel()
-        for task in self._tasks:
-            task.cancel()
+        for task in self._tasks - self._oneway:
+            task.cancel()  # nobody is left to answer; a oneway request expects no answer and is carried out
         if self.server_state is not None:
             self.server_state.connections.discard(self)
         if self.on_closed is not None:
@@ -233,6 +238,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._oneway.discard(task)
         self._resume_if_drained()
 
     def _resume_if_drained(self) -> None:

@@ -17,9 +17,18 @@ from services.remoting.command import RemotingCommand, make_request, make_respon
 pytestmark = pytest.mark.component
 
 
+SLOW_STARTED: list[int] = []
+SLOW_FINISHED: list[int] = []
+
+
 async def handler(request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
     if request.code == 1:  # slow
         await asyncio.sleep(0.2)
+    if request.code == 4:  # slower: still in flight when its sender goes
+        SLOW_STARTED.append(request.opaque)
+        await asyncio.sleep(0.3)
+        SLOW_FINISHED.append(request.opaque)
+        return None if request.is_oneway else make_response(request, ResponseCode.SUCCESS)
     if request.code == 3:
         raise RuntimeError("secret detail")
     if request.is_oneway:
@@ -71,6 +80,30 @@ def test_requests_in_flight_are_answered_as_they_finish() -> None:
             await asyncio.sleep(0.01)
         assert len(closed) == 1 and closed[0].attributes == {"oneway": 1}
     run(scenario)
+
+
+def test_a_oneway_request_in_flight_is_carried_out_after_its_sender_went() -> None:
+    """A producer writes a oneway END_TRANSACTION and closes: the broker must still store it. A request that
+    waits for an answer nobody can read any more is cancelled."""
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        _, writer = await asyncio.open_connection(host, port)
+        writer.write(encode(make_request(4, opaque=20, oneway=True)) + encode(make_request(4, opaque=21)))
+        await writer.drain()
+        await until(lambda: len(SLOW_STARTED) == 2)
+        writer.close()
+        await until(lambda: bool(closed) and len(SLOW_FINISHED) == 1)
+        await asyncio.sleep(0.4)  # the cancelled one would have finished by now
+        assert sorted(SLOW_STARTED) == [20, 21] and SLOW_FINISHED == [20]
+    SLOW_STARTED.clear()
+    SLOW_FINISHED.clear()
+    run(scenario)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
 
 
 def test_a_malformed_frame_closes_the_connection() -> None:

@@ -25,6 +25,8 @@ from typing import Any, Self
 from services.remoting.bodies import ReplicasInfo
 from tests.rocketmq.fetch import RocketMQ, require_java
 from tests.rocketmq.jvm import JavaProcess, java_command, stop_all
+from tests.rocketmq.launcher import MAIN_CLASS as LAUNCHER_MAIN
+from tests.rocketmq.launcher import launcher_classes
 from tests.rocketmq.ports import Ports, free_block
 from tests.rocketmq.servers import Broker, ControllerGroup, NameServer, Props, Runtime, wait_master
 
@@ -154,13 +156,15 @@ class RocketMQCluster:
 
 def mqadmin(runtime: Runtime, folder: Path, args: tuple[str, ...], namesrv: str | None = None,
             timeout_s: float = MQADMIN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """One run of RocketMQ's MQAdminStartup. Without a name server address mqadmin would look one up over
-    HTTP at a fixed host name first (seconds lost), so NAMESRV_ADDR is always set when one is known."""
+    """One run of RocketMQ's MQAdminStartup, through the launcher that exits once it returns (launcher.py).
+    Without a name server address mqadmin would look one up over HTTP at a fixed host name first (seconds
+    lost), so NAMESRV_ADDR is always set when one is known."""
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if namesrv:
         env["NAMESRV_ADDR"] = namesrv
-    command = java_command(runtime.java, runtime.rocketmq.classpath, "tools", folder, runtime.home, args)
+    classpath = f"{runtime.rocketmq.classpath}{os.pathsep}{launcher_classes(runtime.java, runtime.rocketmq)}"
+    command = java_command(runtime.java, classpath, "tools", folder, runtime.home, args, main=LAUNCHER_MAIN)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env,
                           cwd=folder)
 

@@ -50,11 +50,12 @@ POLL_S = 0.25
 
 
 def java_command(java: str, classpath: str, role: str, folder: Path, rocketmq_home: Path,
-                 args: tuple[str, ...] = ()) -> list[str]:
+                 args: tuple[str, ...] = (), main: str | None = None) -> list[str]:
+    """The command line of one JVM of ``role``; ``main`` replaces the role's main class (mqadmin's launcher)."""
     xms, xmx, direct = HEAPS[role]
     return [java, *JAVA17_FLAGS, *COMMON_FLAGS, f"-Xms{xms}m", f"-Xmx{xmx}m", f"-XX:MaxDirectMemorySize={direct}m",
             f"-Duser.home={folder}", f"-Drocketmq.home.dir={rocketmq_home}",
-            f"-Drmq.logback.configurationFile=rmq.{role}.logback.xml", "-cp", classpath, MAIN_CLASSES[role], *args]
+            f"-Drmq.logback.configurationFile=rmq.{role}.logback.xml", "-cp", classpath, main or MAIN_CLASSES[role], *args]
 
 
 def tail(path: Path, lines: int = 30) -> str:
