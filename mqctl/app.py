@@ -6,18 +6,20 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import httpx
 from rich.console import Console, Group
-from rich.live import Live
 from rich.text import Text
 
 from mqctl.terminal import printable, printable_layout
-from services.common.broker_client import BrokerClient
-from services.common.controller_client import ControllerClient, parse_addresses
-from services.common.namesrv_client import NameServerClient
+
+if TYPE_CHECKING:  # the clients are imported by the commands that use them: a command line loads only its own
+    import httpx
+
+    from services.common.broker_client import BrokerClient
+    from services.common.controller_client import ControllerClient
+    from services.common.namesrv_client import NameServerClient
 
 FORMATS = ("table", "mqadmin", "json")
 
@@ -65,16 +67,23 @@ class App:
 
     # ------------------------------------------------------------------ clients
     def controller(self, addresses: str | None) -> ControllerClient:
+        from services.common.controller_client import ControllerClient, parse_addresses
+
         return ControllerClient(parse_addresses(addresses), timeout=self.timeout, transport=self.transport,
                                 token=self.token, protocol=self.protocol)
 
     def brokers(self, given: str | None = None) -> BrokerClient:
         """A broker client; the auth token goes only to ``given``, the address the operator named."""
+        from services.common.broker_client import BrokerClient
+
         return BrokerClient(self.timeout, transport=self.transport, token=self.token,
                             trusted=[given] if given else [], protocol=self.protocol)
 
     def namesrv(self, addresses: str) -> NameServerClient:
         """A name server client (mqadmin's ``-n``): RocketMQ's name servers, or our controllers."""
+        from services.common.controller_client import parse_addresses
+        from services.common.namesrv_client import NameServerClient
+
         return NameServerClient(parse_addresses(addresses), timeout=self.timeout)
 
     # ------------------------------------------------------------------ watch mode
@@ -108,6 +117,8 @@ class App:
             time.sleep(period)
 
     def _watch_live(self, show: Callable[[], None], period: float, count: int | None) -> None:
+        from rich.live import Live
+
         done = 0
         with Live(console=self.out, auto_refresh=False, transient=False) as live:
             while True:

@@ -6,6 +6,7 @@ refused (its code name is printed). ``MQCTL_DEBUG=1`` prints the traceback of an
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -16,10 +17,10 @@ from typing import Any
 import click
 
 from mqctl.app import App
+from mqctl.commands import MODULE_OF
 from mqctl.terminal import printable
 from services.common import tls
 from services.common.errors import MqctlError, RemoteError, UsageError
-from services.common.wire import PROTOCOLS
 
 
 def kebab(name: str) -> str:
@@ -28,17 +29,28 @@ def kebab(name: str) -> str:
 
 class AliasedGroup(click.Group):
     """Commands are registered under their mqadmin name (``getSyncStateSet``) and answer to the
-    kebab-case alias (``get-sync-state-set``) and to any capitalisation."""
+    kebab-case alias (``get-sync-state-set``) and to any capitalisation. A command's module is imported
+    when the command is first asked for (``MODULE_OF``): a command line loads only what it runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(MODULE_OF))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = super().get_command(ctx, cmd_name)
+        command = self._loaded(cmd_name)
         if command is not None:
             return command
         wanted = cmd_name.replace("-", "").replace("_", "").lower()
         for name in self.list_commands(ctx):
             if name.replace("-", "").lower() == wanted:
-                return super().get_command(ctx, name)
+                return self._loaded(name)
         return None
+
+    def _loaded(self, name: str) -> click.Command | None:
+        if name not in self.commands and name in MODULE_OF:
+            module = importlib.import_module(f"mqctl.commands.{MODULE_OF[name]}")
+            for command in module.COMMANDS:
+                self.add_command(command)
+        return self.commands.get(name)
 
     def resolve_command(self, ctx: click.Context,
                         args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
@@ -84,6 +96,9 @@ class AliasedGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+#: services.common.wire.PROTOCOLS, spelled here so that starting the CLI does not load the wire's clients
+#: (tests/unit/cli/test_lazy_commands.py keeps the two equal).
+PROTOCOLS = ("auto", "http", "remoting")
 TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
@@ -187,33 +202,6 @@ def completion(shell: str) -> None:
     cls = get_completion_class(shell)
     assert cls is not None
     click.echo(cls(cli, {}, "mqctl", "_MQCTL_COMPLETE").source())
-
-
-def _register_commands() -> None:
-    from mqctl.commands import (
-        broker,
-        cluster,
-        consume,
-        controller,
-        flush,
-        namesrv,
-        quickstart,
-        report,
-        store,
-        subgroup,
-        topic,
-    )
-    from mqctl.commands import brokeradmin as broker_admin
-    from mqctl.commands import brokerconfig as broker_config
-    from mqctl.commands import tls as tls_commands
-
-    for module in (controller, broker, consume, topic, namesrv, broker_admin, broker_config, subgroup, flush, cluster,
-                   quickstart, report, store, tls_commands):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register_commands()
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

@@ -1,6 +1,29 @@
 """One module per group of commands; each has a ``COMMANDS`` list the CLI registers.
 
-The package's modules are its public surface (tests/unit/test_exported_members.py)."""
+The package's modules are its public surface (tests/unit/test_exported_members.py). ``MODULE_OF`` names the
+module of every command, so that a command line imports the module of the command it runs and no other
+(``mqctl getSyncStateSet`` does not load the broker's store); tests/unit/cli/test_lazy_commands.py checks it
+against the modules' ``COMMANDS``."""
 
 __all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "consume", "controller", "flush", "namesrv", "quickstart",
            "report", "store", "subgroup", "tls", "topic"]
+
+MODULE_OF = {
+    **dict.fromkeys(("startController", "getControllerMetaData", "getSyncStateSet", "electMaster", "cleanBrokerMetadata",
+                     "getControllerConfig", "updateControllerConfig"), "controller"),
+    **dict.fromkeys(("startBroker", "sendMessage", "getBrokerEpoch", "haStatus"), "broker"),
+    "consumeMessage": "consume",
+    "updateTopic": "topic",
+    **dict.fromkeys(("topicList", "getKvConfig", "updateKvConfig", "deleteKvConfig", "getNamesrvConfig",
+                     "updateNamesrvConfig", "wipeWritePerm", "addWritePerm"), "namesrv"),
+    **dict.fromkeys(("clusterList", "brokerStatus", "topicStatus", "consumerProgress", "consumerConnection",
+                     "producerConnection"), "brokeradmin"),
+    "getBrokerConfig": "brokerconfig",
+    **dict.fromkeys(("updateSubGroup", "deleteSubGroup"), "subgroup"),
+    "resetMasterFlushOffset": "flush",
+    "cluster": "cluster",
+    "quickstart": "quickstart",
+    "report": "report",
+    "checkStore": "store",
+    "tls": "tls",
+}

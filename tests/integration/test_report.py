@@ -204,6 +204,7 @@ def test_malformed_dataset_is_one_line(tmp_path: Path) -> None:
     assert errors[0].startswith(f"Error: malformed dataset {dataset}: {dataset}/epochs/epochs.jsonl: ")
 
 
+@pytest.mark.timeout(600)  # two reports and the archive check, each a JVM: minutes on a loaded machine
 def test_the_class_archive_is_written_once_then_used(local_run: LocalRun, tmp_path: Path) -> None:
     """The first run's JVM writes the archive as it exits; a detached process checks it and moves it into
     place; the next run's JVM loads Spark's classes from it, and the report is the same."""
