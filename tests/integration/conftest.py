@@ -20,7 +20,7 @@ from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.controller_client import ControllerClient, Envelope
 from services.common.errors import MqctlError
 from services.controller import contract
-from tests.support.pacing import pause_after
+from tests.support.pacing import cpu_seconds, pause_after
 
 FAST_SCANS = {"scanNotActiveBrokerInterval": 300, "scanInactiveMasterInterval": 500,
               "notifyBrokerRoleChanged": "false"}
@@ -147,14 +147,14 @@ def poll(predicate: Any, timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
-        asked = time.monotonic()
+        asked = cpu_seconds()
         try:
             last = predicate()
             if last:
                 return last
         except MqctlError as exc:
             last = exc
-        time.sleep(pause_after(time.monotonic() - asked, 0.1))
+        time.sleep(pause_after(cpu_seconds() - asked, 0.1))
     raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
 
 

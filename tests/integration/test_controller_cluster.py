@@ -279,7 +279,7 @@ def test_leader_cut_off_from_majority_stops_serving_quickly(controllers: Control
                                                          params={"brokerName": NAME})).code != RC.SUCCESS and e,
                        10, "the isolated leader to stop serving")
         assert env.code == RC.CONTROLLER_NOT_LEADER
-        assert time.monotonic() - stopped < 3.0
+        assert time.monotonic() - stopped < 5.0  # steps down on its own, well within the 10 s polled (loose: two busy cores)
     finally:
         for node in followers:
             node.kill(signal.SIGCONT)

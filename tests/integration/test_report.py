@@ -168,31 +168,6 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> LocalRun:
     return LocalRun(dataset, summary)
 
 
-def test_standalone_cluster_gives_the_same_summary_as_local(standalone: Standalone, local_run: LocalRun,
-                                                            tmp_path: Path) -> None:
-    remote = report("--input", str(local_run.dataset), "--output", str(tmp_path / "remote"), "--as-of", str(AS_OF),
-                    "--spark-master", standalone.url, "--conf", "spark.executor.memory=1g")
-    assert list(standalone.work_dir.glob("app-*")), "no application ran on the standalone worker"
-    assert remote == local_run.summary
-    assert json.loads((tmp_path / "remote" / "summary.json").read_text()) == local_run.summary
-
-
-def test_spark_submit_on_the_standalone_cluster(standalone: Standalone, local_run: LocalRun, tmp_path: Path) -> None:
-    """The job file under spark-submit, with the package shipped as --py-files."""
-    from spark_reports.submit import job_file
-
-    subprocess.run([sys.executable, "-m", "spark_reports.submit", str(tmp_path / "zip")], check=True,
-                   capture_output=True, timeout=60)
-    submitted = subprocess.run(
-        [str(spark_home() / "bin" / "spark-submit"), "--master", standalone.url,
-         "--py-files", str(tmp_path / "zip" / "spark_reports.zip"), str(job_file()),
-         "--input", str(local_run.dataset), "--output", str(tmp_path / "submitted"), "--as-of", str(AS_OF)],
-        capture_output=True, text=True, timeout=240, env=spark_env(), check=False)
-    assert submitted.returncode == 0, submitted.stderr[-3000:]
-    assert f"3 group(s) as of {AS_OF}; wrote {tmp_path / 'submitted'}" in submitted.stdout
-    assert json.loads((tmp_path / "submitted" / "summary.json").read_text()) == local_run.summary
-
-
 def test_malformed_dataset_is_one_line(tmp_path: Path) -> None:
     dataset = history_dataset(tmp_path / "dataset")
     with open(dataset / "epochs" / "epochs.jsonl", "a", encoding="utf-8") as out:
@@ -295,3 +270,30 @@ def test_a_jvm_that_cannot_start_is_one_line(tmp_path: Path) -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("Error: Spark did not start: ") and "Invalid maximum heap size: -Xmxlots" in last
     assert last.endswith(f"(JVM log: {tmp_path / 'out' / 'spark-driver.log'})")
+
+
+# ---------------------------------------------------------------------- on the standalone cluster (last: its
+# module-scoped master and worker JVMs then start after the tests above and stop with the module)
+def test_standalone_cluster_gives_the_same_summary_as_local(standalone: Standalone, local_run: LocalRun,
+                                                            tmp_path: Path) -> None:
+    remote = report("--input", str(local_run.dataset), "--output", str(tmp_path / "remote"), "--as-of", str(AS_OF),
+                    "--spark-master", standalone.url, "--conf", "spark.executor.memory=1g")
+    assert list(standalone.work_dir.glob("app-*")), "no application ran on the standalone worker"
+    assert remote == local_run.summary
+    assert json.loads((tmp_path / "remote" / "summary.json").read_text()) == local_run.summary
+
+
+def test_spark_submit_on_the_standalone_cluster(standalone: Standalone, local_run: LocalRun, tmp_path: Path) -> None:
+    """The job file under spark-submit, with the package shipped as --py-files."""
+    from spark_reports.submit import job_file
+
+    subprocess.run([sys.executable, "-m", "spark_reports.submit", str(tmp_path / "zip")], check=True,
+                   capture_output=True, timeout=60)
+    submitted = subprocess.run(
+        [str(spark_home() / "bin" / "spark-submit"), "--master", standalone.url,
+         "--py-files", str(tmp_path / "zip" / "spark_reports.zip"), str(job_file()),
+         "--input", str(local_run.dataset), "--output", str(tmp_path / "submitted"), "--as-of", str(AS_OF)],
+        capture_output=True, text=True, timeout=240, env=spark_env(), check=False)
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    assert f"3 group(s) as of {AS_OF}; wrote {tmp_path / 'submitted'}" in submitted.stdout
+    assert json.loads((tmp_path / "submitted" / "summary.json").read_text()) == local_run.summary

@@ -13,7 +13,7 @@ from typing import Any
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from services.common.controller_client import ControllerClient
 from services.common.errors import MqctlError
-from tests.support.pacing import pause_after
+from tests.support.pacing import cpu_seconds, pause_after
 
 #: The kit's controller settings that our controllers share (tests/rocketmq/servers.py, CONTROLLER_DEFAULTS).
 CONTROLLER_PROPS: dict[str, Any] = {"scanNotActiveBrokerInterval": 2000, "scanInactiveMasterInterval": 2000,
@@ -86,9 +86,9 @@ class OurCluster:
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        asked = time.monotonic()
+        asked = cpu_seconds()
         if predicate():
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(pause_after(time.monotonic() - asked, 0.2))
+        time.sleep(pause_after(cpu_seconds() - asked, 0.2))

@@ -36,7 +36,7 @@ from tests.rocketmq.fetch import (
     resolution_error,
 )
 from tests.rocketmq.jvm import COMMON_FLAGS, JAVA17_FLAGS, tail, tied_to_parent
-from tests.support.pacing import pause_after
+from tests.support.pacing import cpu_seconds, pause_after
 
 SOURCE = Path(__file__).with_name("java")
 MAIN_CLASS = "mqctl.clients.Main"
@@ -236,11 +236,11 @@ def wait_for(check: Callable[[], object], timeout_s: float, what: str, runs: tup
     """Poll ``check()`` until it is true; a client of ``runs`` that exits meanwhile ends the wait at once."""
     deadline = time.monotonic() + timeout_s
     while True:
-        asked = time.monotonic()
+        asked = cpu_seconds()
         if check():
             return
         for run in runs:
             run.check_running()
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(pause_after(time.monotonic() - asked, 0.2))
+        time.sleep(pause_after(cpu_seconds() - asked, 0.2))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tests.rocketmq.errors import NotReady, ProcessExited
-from tests.support.pacing import pause_after
+from tests.support.pacing import cpu_seconds, pause_after
 
 T = TypeVar("T")
 
@@ -74,7 +74,7 @@ def poll(check: Callable[[], T | None], timeout_s: float, what: str,
     last: Exception | None = None
     while True:
         alive()
-        asked = time.monotonic()
+        asked = cpu_seconds()
         try:
             value = check()
         except Exception as exc:  # noqa: BLE001 - any failed ask means "not yet"; the last one is reported
@@ -83,7 +83,7 @@ def poll(check: Callable[[], T | None], timeout_s: float, what: str,
             return value
         if time.monotonic() >= deadline:
             raise NotReady(f"{what}: not within {timeout_s:.0f} s" + (f" (last answer: {last})" if last else ""))
-        time.sleep(pause_after(time.monotonic() - asked, POLL_S))
+        time.sleep(pause_after(cpu_seconds() - asked, POLL_S))
 
 
 def pid_runs_in(pid: int, folder: Path) -> bool:
