@@ -270,6 +270,8 @@ class TransactionService:
         if self.rules.end_refused(found.properties, born, now, bool(header.from_transaction_check)):
             return ResponseCode.ILLEGAL_OPERATION, "the check immunity time has passed: the check-back decides"
         tid = transaction_id(found.properties)
+        if self.index is None and self.is_master():
+            self._resume()  # an END before the loop's first turn as master: it is known resolved from here on
         if tid in self._ending or (self.index is not None and self.index.resolved(found.queue_offset, tid)):
             return ResponseCode.SUCCESS, None  # already ended (or being ended): written once
         messages = [op_record(found.queue_offset, tid)]
