@@ -65,7 +65,8 @@ class ControllerCluster:
     env: dict[str, str] = field(default_factory=dict)  # added to every node's environment
 
     def configure(self, used_ports: set[int] | None = None) -> None:
-        ports = [free_port_pair(used_ports) for _ in range(self.size)]
+        used = used_ports if used_ports is not None else set()  # one set: no two nodes share a port
+        ports = [free_port_pair(used) for _ in range(self.size)]
         peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
         password = raft_password_props(self.data_dir, self.extra)
         for i, port in enumerate(ports):

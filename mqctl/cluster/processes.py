@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ __all__ = ["PORT_RANGE_ENV", "RAFT_PASSWORD_FILE", "ephemeral_port_start", "free
 RAFT_PASSWORD_FILE = "raft.password"
 #: ``LOW-HIGH``: the ports local clusters pick from (so that runs side by side never choose the same one).
 PORT_RANGE_ENV = "MQCTL_PORT_RANGE"
+#: The ports this process handed out last: a port chosen for a server that has not bound it yet is still
+#: free, and is not handed out again to the next server chosen before that one starts.
+_HANDED_OUT: deque[int] = deque(maxlen=1024)
 
 
 def raft_password_props(data_dir: Path, extra: dict[str, Any]) -> dict[str, Any]:
@@ -61,8 +65,8 @@ def port_range() -> tuple[int, int]:
 
 
 def free_port_span(span: int, used: set[int] | None = None, step: int = 1) -> int:
-    """A port P such that P .. P+span-1 are all free (and not in ``used``, which gets them), from
-    ``port_range()``; P is a multiple of ``step``."""
+    """A port P such that P .. P+span-1 are all free (and not in ``used``, which gets them, nor among the
+    last ports this process handed out), from ``port_range()``; P is a multiple of ``step``."""
     used = used if used is not None else set()
     rng = random.Random()
     low, high = port_range()
@@ -72,8 +76,10 @@ def free_port_span(span: int, used: set[int] | None = None, step: int = 1) -> in
             break
         port = rng.randrange(first, last + 1, step)
         ports = range(port, port + span)
-        if not used.intersection(ports) and all(port_free(p) for p in ports):
+        if not used.intersection(ports) and not set(_HANDED_OUT).intersection(ports) \
+                and all(port_free(p) for p in ports):
             used.update(ports)
+            _HANDED_OUT.extend(ports)
             return port
     raise MqctlError(f"could not find {span} adjacent free ports on 127.0.0.1 between {low} and {high}")
 

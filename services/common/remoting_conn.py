@@ -12,8 +12,10 @@ silence between frames (``idle_timeout_s`` without a whole frame closes the conn
 or an oversized header closes the connection, with a log line; a handler that raises is answered
 ``SYSTEM_ERROR`` without its details, and logged. When the connection ends, the requests in flight that
 wait for an answer are cancelled (nobody is left to read it), while a oneway one (an END_TRANSACTION, a oneway
-send) is carried out: its sender wrote it and went, as a producer does, and counts on it. ``on_closed`` runs once when the connection ends, so a
-server can treat a broker's connection closing as that broker going away, as RocketMQ's controller does.
+send) is carried out: its sender wrote it and went, as a producer does, and counts on it. Such orphans are
+bounded for the whole process (``MAX_ORPHANED_ONEWAY``): a stranger who writes slow oneway requests and
+reconnects, again and again, gets the ones beyond the bound cancelled, with a log line. ``on_closed`` runs
+once when the connection ends, so a server can treat a broker's connection closing as that broker going away, as RocketMQ's controller does.
 """
 
 from __future__ import annotations
@@ -41,6 +43,31 @@ OPEN_LIMITS = RequestLimits({}, BodyLimit(MAX_FRAME_SIZE, ResponseCode.SYSTEM_ER
 #: A front handler takes a request without a task of its own, or declines it (False: it goes to ``handler``).
 #: A request it takes counts as in flight until it calls ``conn.finish(request, answer)``.
 FrontHandler = Callable[[RemotingCommand, "RemotingConnection"], bool]
+#: Oneway requests still being carried out after their connections closed, in this process, at most.
+MAX_ORPHANED_ONEWAY = 1024
+_orphans: set[asyncio.Task[None]] = set()
+
+
+def orphaned_oneway() -> int:
+    """How many oneway requests are being carried out for connections that closed."""
+    return len(_orphans)
+
+
+def _adopt(tasks: set[asyncio.Task[None]], peer: str) -> None:
+    """Carry the oneway requests of a closed connection on, up to the process's bound; cancel the rest."""
+    dropped = 0
+    for task in tasks:
+        if task.done():
+            continue
+        if len(_orphans) < MAX_ORPHANED_ONEWAY:
+            _orphans.add(task)
+            task.add_done_callback(_orphans.discard)
+        else:
+            task.cancel()
+            dropped += 1
+    if dropped:
+        log.warning("remoting connection from %s closed with %d oneway requests in flight beyond the bound of %d "
+                    "carried on for closed connections: cancelled", peer, dropped, MAX_ORPHANED_ONEWAY)
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -114,6 +141,7 @@ class RemotingConnection(asyncio.Protocol):
                 timer.cancel()
         for task in self._tasks - self._oneway:
             task.cancel()  # nobody is left to answer; a oneway request expects no answer and is carried out
+        _adopt(self._oneway, self.peer)
         if self.server_state is not None:
             self.server_state.connections.discard(self)
         if self.on_closed is not None:

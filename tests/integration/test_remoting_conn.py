@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from services.common import remoting_conn
 from services.common.codes import ResponseCode
-from services.common.remoting_conn import RemotingConnection
+from services.common.remoting_conn import RemotingConnection, orphaned_oneway
 from services.remoting.codec import FrameDecoder, encode
 from services.remoting.command import RemotingCommand, make_request, make_response
 
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.component
 
 SLOW_STARTED: list[int] = []
 SLOW_FINISHED: list[int] = []
+GATE: list[asyncio.Event] = []  # code 5 waits until the test sets the event in here
 
 
 async def handler(request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
@@ -29,6 +31,11 @@ async def handler(request: RemotingCommand, conn: RemotingConnection) -> Remotin
         await asyncio.sleep(0.3)
         SLOW_FINISHED.append(request.opaque)
         return None if request.is_oneway else make_response(request, ResponseCode.SUCCESS)
+    if request.code == 5:  # held until the test opens the gate
+        SLOW_STARTED.append(request.opaque)
+        await GATE[0].wait()
+        SLOW_FINISHED.append(request.opaque)
+        return None
     if request.code == 3:
         raise RuntimeError("secret detail")
     if request.is_oneway:
@@ -96,6 +103,34 @@ def test_a_oneway_request_in_flight_is_carried_out_after_its_sender_went() -> No
         assert sorted(SLOW_STARTED) == [20, 21] and SLOW_FINISHED == [20]
     SLOW_STARTED.clear()
     SLOW_FINISHED.clear()
+    run(scenario)
+
+
+def test_oneway_requests_carried_on_after_their_connections_closed_are_bounded_for_the_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: slow oneway requests, the connection closed, again and again, each time under the
+    per-connection bound. Beyond the process's bound they are cancelled; within it they are carried out."""
+    monkeypatch.setattr(remoting_conn, "MAX_ORPHANED_ONEWAY", 6)
+
+    async def scenario(host: str, port: int, closed: list[RemotingConnection]) -> None:
+        GATE.append(asyncio.Event())
+        for round_ in range(4):  # 4 connections x 3 oneway requests: 12 orphans asked for
+            _, writer = await asyncio.open_connection(host, port)
+            writer.write(b"".join(encode(make_request(5, opaque=100 + 10 * round_ + i, oneway=True))
+                                  for i in range(3)))
+            await writer.drain()
+            await until(lambda r=round_: len(SLOW_STARTED) == 3 * (r + 1))
+            writer.close()
+            await until(lambda r=round_: len(closed) == r + 1)
+            assert orphaned_oneway() <= 6
+        assert orphaned_oneway() == 6
+        GATE[0].set()
+        await until(lambda: orphaned_oneway() == 0)
+        await asyncio.sleep(0.1)  # a cancelled one would have finished by now
+        assert sorted(SLOW_FINISHED) == [100, 101, 102, 110, 111, 112]
+    SLOW_STARTED.clear()
+    SLOW_FINISHED.clear()
+    GATE.clear()
     run(scenario)
 
 

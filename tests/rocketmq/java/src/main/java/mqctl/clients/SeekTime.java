@@ -5,8 +5,10 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.exception.RemotingException;
 
 /**
  * Consumption from a point in time: a lite pull consumer given every queue of the topic asks each queue's
@@ -15,6 +17,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * <pre>
  * STARTED   seek-time, client version, the timestamp
  * OFFSET    queue id, the offset the broker gave for the timestamp
+ * RETRY     queue id, attempt, why: the question was lost with its connection and is asked again
  * CONSUMED  see Clients.consumed
  * DONE      messages consumed
  * </pre>
@@ -38,7 +41,7 @@ final class SeekTime {
             queues.sort(null);
             consumer.assign(queues);
             for (MessageQueue queue : queues) {
-                long offset = consumer.offsetForTimestamp(queue, timestamp);
+                long offset = offsetForTimestamp(consumer, queue, timestamp, history);
                 history.write("OFFSET", queue.getQueueId(), offset);
                 consumer.seek(queue, offset);
             }
@@ -54,5 +57,25 @@ final class SeekTime {
             history.write("DONE", count);
         }
         return 0;
+    }
+
+    /**
+     * The broker's offset for the timestamp. On a busy machine a request of this client can time out, and the
+     * client then closes that connection, failing every other request in flight on it ("send request ...
+     * failed"): such a loss is asked again, as an application would, a few times.
+     */
+    private static long offsetForTimestamp(DefaultLitePullConsumer consumer, MessageQueue queue, long timestamp,
+                                           History history) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return consumer.offsetForTimestamp(queue, timestamp);
+            } catch (MQClientException e) {
+                if (attempt >= 5 || !(e.getCause() instanceof RemotingException)) {
+                    throw e;
+                }
+                history.write("RETRY", queue.getQueueId(), attempt, e.getCause().getClass().getSimpleName());
+                Thread.sleep(1000);
+            }
+        }
     }
 }

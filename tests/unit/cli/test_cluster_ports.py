@@ -1,0 +1,47 @@
+"""The ports a local cluster's nodes are given: no two nodes chosen before any of them started share one."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+import pytest
+
+from mqctl.cluster import ControllerCluster, make_broker, processes
+from mqctl.cluster.processes import PORT_RANGE_ENV, free_port_pair
+
+
+@pytest.fixture(autouse=True)
+def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if no port had been handed out in this process yet."""
+    monkeypatch.setattr(processes, "_HANDED_OUT", type(processes._HANDED_OUT)(maxlen=1024))
+
+
+def peers_of(conf: Path) -> str:
+    parser = configparser.ConfigParser(delimiters=("=",))
+    parser.read_string("[c]\n" + conf.read_text(encoding="utf-8"))
+    return parser["c"]["controllerDLegerPeers"]
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_a_controller_cluster_never_gives_one_port_to_two_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               attempt: int) -> None:
+    """Six ports out of eight: with each pair chosen on its own, a node's API port was often the Raft
+    port of another (the third controller of a test then failed to bind)."""
+    monkeypatch.setenv(PORT_RANGE_ENV, f"{20000 + 16 * attempt}-{20007 + 16 * attempt}")
+    cluster = ControllerCluster(tmp_path / "cluster")
+    cluster.configure()
+    peers = peers_of(tmp_path / "cluster" / "controller-n0" / "controller.conf")
+    apis = [int(p.rsplit(":", 1)[1]) for p in peers.split(";")]
+    ports = [port for api in apis for port in (api, api + 1)]  # API and Raft
+    assert len(set(ports)) == 6, peers
+
+
+def test_servers_chosen_one_after_the_other_get_different_ports(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PORT_RANGE_ENV, "20200-20207")
+    first = make_broker(tmp_path, "broker-a", 1, "127.0.0.1:1")
+    second = make_broker(tmp_path, "broker-a", 2, "127.0.0.1:1")
+    third = free_port_pair()
+    ports = [first.port, first.port + 1, second.port, second.port + 1, third, third + 1]
+    assert len(set(ports)) == 6, ports
