@@ -146,13 +146,15 @@ def du_mb(path: Path) -> float:
 def measure(args: argparse.Namespace) -> dict[str, object]:
     from pyspark import SparkContext
 
-    from spark_reports.pipeline import run_report
+    from spark_reports.paths import dataset_bytes
+    from spark_reports.pipeline import SMALL_INPUT_BYTES, run_report
     from spark_reports.session import SessionOptions, build_session, parse_conf
 
     meta = json.loads((args.dir / "generated.json").read_text())
     started = time.monotonic()
     spark = build_session(SessionOptions(master=args.spark_master, conf=parse_conf(args.conf),
-                                         app_name="report-scale", log_file=args.output / "spark-driver.log"))
+                                         app_name="report-scale", log_file=args.output / "spark-driver.log",
+                                         small_input=dataset_bytes(args.dir) < SMALL_INPUT_BYTES))  # as mqctl report
     session_s = time.monotonic() - started
     gateway = SparkContext._gateway
     jvm_pid = gateway.proc.pid if gateway is not None and getattr(gateway, "proc", None) else None

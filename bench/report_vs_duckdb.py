@@ -108,11 +108,14 @@ def duckdb_run(dataset: Path, as_of: int, threads: int) -> tuple[float, list[dic
 def spark_runs(dataset: Path, as_of: int, master: str, conf: list[str], runs: int) -> dict[str, Any]:
     from spark_reports.dataset import load
     from spark_reports.epoch_metrics import KEY, compute
+    from spark_reports.paths import dataset_bytes
+    from spark_reports.pipeline import SMALL_INPUT_BYTES
     from spark_reports.session import SessionOptions, build_session, parse_conf
 
     started = time.monotonic()
     spark = build_session(SessionOptions(master=master, conf=parse_conf(conf), app_name="report-vs-duckdb",
-                                         log_file=dataset.with_name(dataset.name + "-duckdb-cmp") / "spark.log"))
+                                         log_file=dataset.with_name(dataset.name + "-duckdb-cmp") / "spark.log",
+                                         small_input=dataset_bytes(dataset) < SMALL_INPUT_BYTES))  # as mqctl report
     session_s = time.monotonic() - started
     times = []
     rows: list[dict[str, Any]] = []

@@ -34,6 +34,18 @@ def check_input(root: Path) -> None:
             _check_readable(path)
 
 
+def dataset_bytes(root: Path) -> int:
+    """The size of the dataset's data files (checked by :func:`check_input` first)."""
+    total = 0
+    for table in TABLES:
+        for path in _data_files(root, table):
+            try:
+                total += path.stat().st_size
+            except OSError as exc:
+                raise DatasetError(f"cannot read the dataset {root}: {exc.strerror or exc}: {exc.filename}") from exc
+    return total
+
+
 def _data_files(root: Path, table: str) -> list[Path]:
     directory = root / table
     if not directory.is_dir():

@@ -48,6 +48,10 @@ BASE_CONF = {
     "spark.ui.enabled": "false",
 }
 LOOPBACK_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+#: The driver JVM we start for a small input compiles with C1 only: such a report is a short job, for which
+#: C2's compiling costs more CPU than it saves (docs/report.md, "Performance"). A -XX:TieredStopAtLevel of
+#: the user's comes later in the options and wins.
+DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 QUIET_LOG4J2 = """\
 # Written by mqctl report: only errors from the driver JVM.
 rootLogger.level = error
@@ -75,6 +79,8 @@ class SessionOptions:
     log_file: Path | None = None
     #: send the spark_reports package to the executors of a cluster master
     ship_package: bool = True
+    #: the input is small (pipeline.SMALL_INPUT_BYTES): a driver JVM we start compiles with C1 only
+    small_input: bool = False
 
 
 def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
@@ -168,14 +174,16 @@ def check_master_reachable(master: str, timeout: float = 5.0) -> None:
 def effective_conf(options: SessionOptions, log4j_file: Path | None,
                    preset: Collection[str] = (), archive: ClassArchive | None = None) -> dict[str, str]:
     """Our defaults, except for keys already ``preset`` (by spark-defaults.conf or spark-submit), then the
-    user's ``--conf`` on top (their driver Java options keep ours first)."""
+    user's ``--conf`` on top (their driver Java options keep ours first). A driver JVM we start (a master
+    given) for a small input compiles with C1 only, unless spark-defaults.conf sets its Java options."""
     conf = dict(BASE_CONF)
     if is_loopback_master(options.master):
         conf.update(LOOPBACK_CONF)
     conf = {k: v for k, v in conf.items() if k not in preset}
     user = dict(options.conf)
+    jit = options.small_input and options.master is not None and "spark.driver.extraJavaOptions" not in preset
     ours = " ".join(([f"-Dlog4j2.configurationFile=file:{log4j_file}"] if log4j_file is not None else [])
-                    + ([archive.java_options()] if archive is not None else []))
+                    + ([archive.java_options()] if archive is not None else []) + ([DRIVER_JIT] if jit else []))
     if ours:
         theirs = user.pop("spark.driver.extraJavaOptions", "")
         conf["spark.driver.extraJavaOptions"] = f"{ours} {theirs}".strip()

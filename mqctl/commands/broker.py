@@ -8,7 +8,7 @@ import click
 
 from mqctl import render_broker
 from mqctl.app import App, pass_app
-from mqctl.commands.controller import CONTROLLER_ADDR_HELP, format_option, watch_options
+from mqctl.options import CONTROLLER_ADDR_HELP, format_option, watch_options
 from services.broker import contract as bc
 from services.broker.cli import start_broker
 from services.common.broker_client import BrokerClient, broker_sets, master_of, replica_addresses

@@ -15,10 +15,9 @@ import click
 from rich.table import Table
 
 from mqctl.app import App, pass_app
-from mqctl.commands.controller import format_option
 from mqctl.commands.namesrv import _decode, _Servers, _servers, namesrv_option
+from mqctl.options import format_option
 from mqctl.terminal import terminal_safe
-from services.broker.runtime_info import version_desc
 from services.broker.stats import java_double
 from services.common.errors import MqctlError, UsageError
 from services.remoting import admin_bodies as ab
@@ -27,7 +26,7 @@ from services.remoting import bodies
 from services.remoting import headers as h
 from services.remoting.bodies import KVTable
 from services.remoting.broker_bodies import MessageQueue
-from services.remoting.command import RequestCode, make_request
+from services.remoting.command import RequestCode, make_request, version_desc
 from services.remoting.javaorder import hash_map_order
 
 RC = RequestCode

@@ -10,8 +10,8 @@ from rich.table import Table
 
 from mqctl.app import App, pass_app
 from mqctl.commands.brokeradmin import _cluster
-from mqctl.commands.controller import format_option
 from mqctl.commands.namesrv import _Servers, _servers, namesrv_option
+from mqctl.options import format_option
 from mqctl.terminal import terminal_safe
 from services.common.errors import ConfigError, MqctlError
 from services.common.props import parse_properties

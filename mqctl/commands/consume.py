@@ -16,7 +16,7 @@ import click
 
 from mqctl import render_broker
 from mqctl.app import App, pass_app
-from mqctl.commands.controller import CONTROLLER_ADDR_HELP, format_option
+from mqctl.options import CONTROLLER_ADDR_HELP, format_option
 from mqctl.render_consume import show_consumed_mqadmin
 from services.common import remoting_admin
 from services.common.addresses import split_address

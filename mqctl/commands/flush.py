@@ -8,7 +8,7 @@ import time
 import click
 
 from mqctl.app import App, pass_app
-from mqctl.commands.controller import format_option
+from mqctl.options import format_option
 from services.common.addresses import check_address, split_address
 from services.common.codes import ResponseCode, code_name
 from services.common.errors import RemoteError, UnreachableError

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqctl.app import App, pass_app
-from mqctl.commands.controller import format_option
+from mqctl.options import format_option
 from mqctl.terminal import terminal_safe
 from services.common.addresses import parse_addresses, split_address
 from services.common.codes import ResponseCode, code_name

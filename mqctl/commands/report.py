@@ -9,6 +9,7 @@ says what to install (exit 2). docs/report.md has the dataset schema and every m
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ import click
 
 from mqctl import render_report
 from mqctl.app import App, pass_app
-from mqctl.commands.controller import controller_option
+from mqctl.options import controller_option
 from services.common.controller_client import parse_addresses
 from services.common.errors import MqctlError, UnreachableError, UsageError
 
@@ -142,12 +143,13 @@ def _collect(app: App, controller_address: str | None, cluster: str | None, name
 def _run(app: App, options: SessionOptions, dataset: Path, output: Path, as_of: int | None,
          cluster: str | None) -> dict[str, Any]:
     from spark_reports.charts import preload
-    from spark_reports.pipeline import run_report
+    from spark_reports.paths import dataset_bytes
+    from spark_reports.pipeline import SMALL_INPUT_BYTES, run_report
     from spark_reports.session import build_session
 
     app.info(f"starting Spark ({options.master})")
     preload()  # the PNG's library loads while the JVM starts
-    spark = build_session(options)
+    spark = build_session(dataclasses.replace(options, small_input=dataset_bytes(dataset) < SMALL_INPUT_BYTES))
     try:
         if options.verbose:
             app.info(f"Spark {spark.version}, master {spark.sparkContext.master}")

@@ -10,8 +10,8 @@ import click
 
 from mqctl.app import App, pass_app
 from mqctl.commands.brokeradmin import _cluster, _members
-from mqctl.commands.controller import format_option
 from mqctl.commands.namesrv import _Servers, _servers, namesrv_option
+from mqctl.options import format_option
 from services.common.errors import MqctlError
 from services.remoting import admin_headers as ah
 from services.remoting import fastjson

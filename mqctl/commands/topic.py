@@ -11,7 +11,7 @@ from rich.text import Text
 
 from mqctl.app import App, pass_app
 from mqctl.commands.broker import NAMESRV_HELP, _broker_sets
-from mqctl.commands.controller import CONTROLLER_ADDR_HELP, format_option
+from mqctl.options import CONTROLLER_ADDR_HELP, format_option
 from mqctl.terminal import terminal_safe
 from services.common.addresses import check_address, split_address
 from services.common.broker_client import replica_addresses

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from services.broker.config import BrokerConfig
 from services.broker.stats import LATENCY_DESC, BrokerStats, java_double
 from services.broker.store import MessageStore
-from services.remoting.command import DEFAULT_VERSION
+from services.remoting.command import DEFAULT_VERSION, version_desc
 
 __all__ = ["POOL_CAPACITIES", "RuntimeFacts", "disk_used_ratio", "human_bytes", "runtime_facts", "runtime_table",
            "version_desc"]
@@ -43,23 +43,6 @@ __all__ = ["POOL_CAPACITIES", "RuntimeFacts", "disk_used_ratio", "human_bytes", 
 POOL_CAPACITIES = {"send": 10000, "pull": 100000, "litePull": 100000, "query": 20000, "ack": 100000}
 END_TRANSACTION_CAPACITY = 100000
 INT_MAX = 2**31 - 1
-#: MQVersion.Version: from V4_0_0_SNAPSHOT (ordinal 212) on, a SNAPSHOT then a release per patch
-#: version, up to V5_9_9 (611), then HIGHER_VERSION.
-_V4_0_0_SNAPSHOT, _HIGHER = 212, 612
-
-
-def version_desc(ordinal: int) -> str:
-    """MQVersion.getVersionDesc for a client's or a broker's version ordinal (an ordinal before 4.0.0 is
-    shown as ``V3(<ordinal>)``: no client of that age can talk to a 5.x broker)."""
-    if ordinal >= _HIGHER:
-        return "HIGHER_VERSION"
-    if ordinal < _V4_0_0_SNAPSHOT:
-        return f"V3({ordinal})"
-    k, snapshot = divmod(ordinal - _V4_0_0_SNAPSHOT, 2)
-    name = f"V{4 + k // 100}_{k // 10 % 10}_{k % 10}"
-    return name + ("_SNAPSHOT" if snapshot == 0 else "")
-
-
 @dataclass(frozen=True)
 class RuntimeFacts:
     """What the runtime table reads of the broker besides its counters."""

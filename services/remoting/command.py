@@ -32,6 +32,7 @@ __all__ = [
     "SerializeType",
     "make_request",
     "make_response",
+    "version_desc",
 ]
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -45,6 +46,21 @@ ONEWAY_FLAG = 1 << 1
 #: behaviour this project follows. Servers gate a few answers on it (a route answer is written as
 #: standard JSON for a requester at V4_9_4 = 401 or later).
 DEFAULT_VERSION = 479
+#: MQVersion.Version: from V4_0_0_SNAPSHOT (ordinal 212) on, a SNAPSHOT then a release per patch
+#: version, up to V5_9_9 (611), then HIGHER_VERSION.
+_V4_0_0_SNAPSHOT, _HIGHER = 212, 612
+
+
+def version_desc(ordinal: int) -> str:
+    """MQVersion.getVersionDesc for a client's or a broker's version ordinal (an ordinal before 4.0.0 is
+    shown as ``V3(<ordinal>)``: no client of that age can talk to a 5.x broker)."""
+    if ordinal >= _HIGHER:
+        return "HIGHER_VERSION"
+    if ordinal < _V4_0_0_SNAPSHOT:
+        return f"V3({ordinal})"
+    k, snapshot = divmod(ordinal - _V4_0_0_SNAPSHOT, 2)
+    name = f"V{4 + k // 100}_{k // 10 % 10}_{k % 10}"
+    return name + ("_SNAPSHOT" if snapshot == 0 else "")
 
 
 class LanguageCode(IntEnum):

@@ -30,6 +30,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
     log_file = tmp_path_factory.mktemp("spark") / "driver.log"
     session = build_session(SessionOptions(master="local[2]", conf=TEST_CONF, app_name="mqctl-tests",
-                                           log_file=log_file))
+                                           log_file=log_file, small_input=True))  # as mqctl report's for them
     yield session
     session.stop()

@@ -87,9 +87,11 @@ def test_stale_temporary_archives_are_swept(tmp_path: Path) -> None:
 def test_our_archive_goes_into_the_driver_java_options(tmp_path: Path) -> None:
     archive = cds.ClassArchive("java", tmp_path / "spark-x.jsa", None)
     log4j = tmp_path / "log4j2.properties"
-    conf = effective_conf(SessionOptions(conf={"spark.driver.extraJavaOptions": "-Dx=1"}), log4j, (), archive)
+    conf = effective_conf(SessionOptions(conf={"spark.driver.extraJavaOptions": "-Dx=1"}, small_input=True), log4j, (),
+                          archive)
     assert conf["spark.driver.extraJavaOptions"] == (
-        f"-Dlog4j2.configurationFile=file:{log4j} -XX:SharedArchiveFile={archive.path} -Xshare:auto -Dx=1")
+        f"-Dlog4j2.configurationFile=file:{log4j} -XX:SharedArchiveFile={archive.path} -Xshare:auto "
+        "-XX:TieredStopAtLevel=1 -Dx=1")
     verbose = effective_conf(SessionOptions(), None, (), archive)  # no log4j file when verbose
     assert verbose["spark.driver.extraJavaOptions"] == archive.java_options()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spark_reports.errors import DatasetError, OutputError
-from spark_reports.paths import check_input, prepare_output, remove_created, remove_tree_if_new
+from spark_reports.paths import check_input, dataset_bytes, prepare_output, remove_created, remove_tree_if_new
 
 
 def test_prepare_output_returns_what_it_created(tmp_path: Path) -> None:
@@ -54,3 +54,14 @@ def test_check_input_on_a_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("")
     with pytest.raises(DatasetError, match="it is not a directory"):
         check_input(tmp_path / "f")
+
+
+def test_dataset_bytes_counts_the_data_files_of_both_tables(tmp_path: Path) -> None:
+    """What decides a small input's driver settings (spark_reports.session.SessionOptions.small_input)."""
+    (tmp_path / "events" / "day=1").mkdir(parents=True)
+    (tmp_path / "epochs").mkdir()
+    (tmp_path / "events" / "day=1" / "a.jsonl").write_bytes(b"x" * 100)
+    (tmp_path / "events" / "b.parquet").write_bytes(b"x" * 20)
+    (tmp_path / "epochs" / "c.jsonl").write_bytes(b"x" * 3)
+    (tmp_path / "epochs" / "notes.txt").write_bytes(b"x" * 1000)  # not data
+    assert dataset_bytes(tmp_path) == 123

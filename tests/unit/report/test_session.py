@@ -48,14 +48,22 @@ def test_standalone_hosts() -> None:
 
 def test_effective_conf_defaults_and_overrides(tmp_path: Path) -> None:
     log4j = tmp_path / "log4j2.properties"
-    conf = effective_conf(SessionOptions(master="local[*]", conf={
+    conf = effective_conf(SessionOptions(master="local[*]", small_input=True, conf={
         "spark.ui.enabled": "true", "spark.driver.extraJavaOptions": "-Dx=1"}), log4j)
     assert conf["spark.sql.session.timeZone"] == "UTC"
     assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.ui.enabled"] == "true"  # the user's setting wins
-    assert conf["spark.driver.extraJavaOptions"] == f"-Dlog4j2.configurationFile=file:{log4j} -Dx=1"
-    remote = effective_conf(SessionOptions(master="spark://10.0.0.1:7077"), None)
-    assert "spark.driver.host" not in remote and "spark.driver.extraJavaOptions" not in remote
+    assert conf["spark.driver.extraJavaOptions"] == (
+        f"-Dlog4j2.configurationFile=file:{log4j} -XX:TieredStopAtLevel=1 -Dx=1")  # theirs last: theirs win
+    remote = effective_conf(SessionOptions(master="spark://10.0.0.1:7077", small_input=True), None)
+    assert "spark.driver.host" not in remote
+    assert remote["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    large = effective_conf(SessionOptions(master="local[*]"), None)  # a long job: C2 pays for itself
+    assert "spark.driver.extraJavaOptions" not in large
+    submitted = effective_conf(SessionOptions(master=None, small_input=True), None, {"spark.master"})
+    assert "spark.driver.extraJavaOptions" not in submitted  # spark-submit's JVM is already running
+    preset = effective_conf(SessionOptions(master="local[*]", small_input=True), None, {"spark.driver.extraJavaOptions"})
+    assert "spark.driver.extraJavaOptions" not in preset  # spark-defaults.conf's options stay whole
 
 
 def test_no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
