@@ -2,5 +2,5 @@
 
 The package's modules are its public surface (tests/unit/test_exported_members.py)."""
 
-__all__ = ["app", "cli", "cluster", "collect", "commands", "docgen", "options", "render",
+__all__ = ["app", "cli", "cluster", "collect", "commands", "docgen", "javajson", "options", "render",
            "render_broker", "render_consume", "render_report", "terminal"]

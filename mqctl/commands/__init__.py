@@ -6,7 +6,7 @@ module of every command, so that a command line imports the module of the comman
 against the modules' ``COMMANDS``."""
 
 __all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "consume", "controller", "flush", "namesrv", "quickstart",
-           "report", "store", "subgroup", "tls", "topic"]
+           "report", "route", "store", "subgroup", "tls", "topic"]
 
 MODULE_OF = {
     **dict.fromkeys(("startController", "getControllerMetaData", "getSyncStateSet", "electMaster", "cleanBrokerMetadata",
@@ -14,6 +14,7 @@ MODULE_OF = {
     **dict.fromkeys(("startBroker", "sendMessage", "getBrokerEpoch", "haStatus"), "broker"),
     "consumeMessage": "consume",
     "updateTopic": "topic",
+    **dict.fromkeys(("topicRoute", "topicClusterList"), "route"),
     **dict.fromkeys(("topicList", "getKvConfig", "updateKvConfig", "deleteKvConfig", "getNamesrvConfig",
                      "updateNamesrvConfig", "wipeWritePerm", "addWritePerm"), "namesrv"),
     **dict.fromkeys(("clusterList", "brokerStatus", "topicStatus", "consumerProgress", "consumerConnection",

@@ -52,6 +52,8 @@ QUESTIONS: dict[str, Callable[[str], tuple[str, ...]]] = {
     "consumerProgress": lambda master: ("consumerProgress",),
     "consumerConnection": lambda master: ("consumerConnection", "-g", CONSUMER),
     "producerConnection": lambda master: ("producerConnection", "-g", PRODUCER, "-t", TOPIC),
+    "topicRoute": lambda master: ("topicRoute", "-t", TOPIC),
+    "topicClusterList": lambda master: ("topicClusterList", "-t", TOPIC),
 }
 
 
