@@ -9,7 +9,9 @@ program (tests/rocketmq/java) and the same steps on both, the same verdicts expe
 * **Consumption from a timestamp** (SEARCH_OFFSET_BY_TIMESTAMP 29): a first run, a time ``t`` after its last
   acknowledgement, a second run; a lite pull consumer asks every queue's ``offsetForTimestamp(t)``, seeks
   there and consumes exactly the second run. The broker's answer with each boundary type is also asked over
-  remoting, before, between and after the runs.
+  remoting, before, between and after the runs. Then a push consumer of a new group starts with
+  ``CONSUME_FROM_TIMESTAMP`` at ``t`` (a whole second: the client's ``consumeTimestamp`` has no milliseconds):
+  it reads both runs on both brokers, which answer a new group's offset 0 (see its test).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from tests.rocketmq.jvm import poll
 pytestmark = pytest.mark.timeout(900)
 
 ORDERLY_TOPIC, TIME_TOPIC, QUEUES = "JavaOrderlyTopic", "JavaTimeTopic", 4
-ORDERLY_GROUP, SEEK_GROUP = "java-orderly", "java-seek"
+ORDERLY_GROUP, SEEK_GROUP, PUSH_T_GROUP = "java-orderly", "java-seek", "java-push-from-t"
 ROUNDS, SECOND_FIRST_SEQ = 60, 10_000
 START_S, RUN_S, CONSUME_S = 90.0, 120.0, 120.0
 
@@ -80,7 +82,10 @@ class Outcome:
 
     def verdict(self) -> dict[str, object]:
         seek = {c.seq for c in self.consumed.get("seek", ())}
-        return {"orderly lost nothing": not self.orderly_lost(), "orderly in queue order": not self.out_of_order(),
+        pushed = {c.seq for c in self.consumed.get("push-from-t", ())}
+        return {"pushed from t": "the second run" if pushed == set(self.time_runs[1]) else
+                "both runs" if pushed == set(self.time_runs[0]) | set(self.time_runs[1]) else sorted(pushed)[:20],
+                "orderly lost nothing": not self.orderly_lost(), "orderly in queue order": not self.out_of_order(),
                 "one clean handover per queue": not self.interleaved(),
                 "the joining consumer took queues": bool(self.consumed.get("orderly-b")),
                 "offsets for t as stored": self.offsets_for_t == self.before_t,
@@ -132,8 +137,8 @@ class Lifecycle:
     def _from_a_timestamp(self) -> None:
         before = self._produce("time-1", TIME_TOPIC, 0)
         sent = self.runs["time-1"].history().sent
-        t = max(s.at_ms for s in sent) + 1  # every message of the first run was stored by then
-        poll(lambda: time.time() * 1000 > t + 1 or None, 5.0, "the clock past t")
+        t = (max(s.at_ms for s in sent) // 1000 + 1) * 1000  # every message of the first run was stored by then
+        poll(lambda: time.time() * 1000 > t + 1 or None, 5.0, "the clock past t")  # a whole second: see the top
         after = self._produce("time-2", TIME_TOPIC, SECOND_FIRST_SEQ)
         self.outcome.time_runs = (frozenset(before), frozenset(after))
         self.outcome.before_t = dict(Counter(s.queue_id for s in sent))
@@ -145,6 +150,10 @@ class Lifecycle:
         self.outcome.offsets_for_t = {int(f[2]): int(f[3]) for f in (line.split("\t") for line in history.other)
                                       if f[0] == "OFFSET" and int(f[3]) > 0}
         self._boundaries(t)
+        push = self._start("push", "push-from-t", topic=TIME_TOPIC, group=PUSH_T_GROUP, from_timestamp=t)
+        wait_for(lambda: after <= push.history().seqs, CONSUME_S, "the push consumer from t consumed", (push,))
+        assert push.stop() == 0, push.describe()
+        self.outcome.consumed["push-from-t"] = push.history().consumed
 
     def _boundaries(self, t: int) -> None:
         """Queue 0's offset by time, over remoting, before, between and after the runs, with each boundary."""
@@ -251,6 +260,14 @@ def test_a_consumer_reads_from_a_timestamp_exactly_what_was_stored_after_it(outc
     assert outcome.offsets_for_t == outcome.before_t, outcome.summary()
     assert {c.seq for c in outcome.consumed["seek"]} == set(outcome.time_runs[1]), outcome.summary()
     assert outcome.boundaries == outcome.expected_boundaries, outcome.summary()
+
+
+def test_a_new_groups_push_consumer_from_a_timestamp_starts_at_a_queues_first_message_still_in_memory(
+        outcome: Outcome) -> None:
+    """RocketMQ's client applies CONSUME_FROM_TIMESTAMP only when the broker has no offset for the group: a
+    broker answers a new group's QUERY_CONSUMER_OFFSET with 0 while the queue starts at 0 and its first message
+    is in memory, so the consumer reads both runs, on RocketMQ 5.3.3's broker as on ours."""
+    assert outcome.verdict()["pushed from t"] == "both runs", outcome.summary()
 
 
 def test_both_sides_agree(ours: Outcome, theirs: Outcome) -> None:

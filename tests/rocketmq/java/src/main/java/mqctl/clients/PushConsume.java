@@ -7,12 +7,14 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.common.UtilAll;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 
 /**
  * A push consumer of one group, consuming from the group's committed offsets (a new group from the first
- * message) until {@code --until}; its shutdown commits the group's offsets to the brokers. It consumes
+ * message, or with {@code --from-timestamp MILLIS} from that time, CONSUME_FROM_TIMESTAMP, whose
+ * {@code consumeTimestamp} counts whole seconds) until {@code --until}; its shutdown commits the group's offsets to the brokers. It consumes
  * concurrently, or in order with {@code --listener orderly} (which locks its queues on the broker). Every message
  * is consumed at once, but with {@code --reconsume-every K} a message whose number is a multiple of K is refused
  * on its first delivery (concurrently: RECONSUME_LATER, which sends it back to the broker for a retry; in order:
@@ -34,12 +36,18 @@ final class PushConsume {
         int threads = (int) options.number("threads", 4);
         String listener = options.text("listener", "concurrently");
         long reconsumeEvery = options.number("reconsume-every", 0);
+        long fromTimestamp = options.number("from-timestamp", 0);
         Clients.Until until = new Clients.Until(options);
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(options.text("group"));
         Clients.configure(consumer, options, "push");
         try (History history = new History(Path.of(options.text("history")))) {
             options.checkAllRead();
-            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            if (fromTimestamp > 0) {
+                consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_TIMESTAMP);
+                consumer.setConsumeTimestamp(UtilAll.timeMillisToHumanString3(fromTimestamp));
+            } else {
+                consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            }
             consumer.setConsumeThreadMin(threads);
             consumer.setConsumeThreadMax(threads);
             consumer.subscribe(topic, expression);
