@@ -14,6 +14,7 @@ import click
 from rich.table import Table
 
 from mqctl.app import App, pass_app
+from mqctl.commands.brokeradmin import _cluster
 from mqctl.commands.namesrv import _decode, _servers, namesrv_option
 from mqctl.javajson import FASTJSON2_FROM_VERSION, Bean, pretty
 from mqctl.options import format_option
@@ -34,10 +35,7 @@ def _ask_route(app: App, namesrv: str | None, topic: str, with_clusters: bool
                ) -> tuple[RemotingCommand, bodies.TopicRouteData, bodies.ClusterInfo | None]:
     servers = _servers(app, namesrv)
     try:
-        info = None
-        if with_clusters:  # mqadmin asks the cluster info first, then the route
-            info = _decode(bodies.ClusterInfo, servers.first(make_request(RC.GET_BROKER_CLUSTER_INFO, 0)),
-                           "cluster info")
+        info = _cluster(servers) if with_clusters else None  # mqadmin asks the cluster info first, then the route
         request = make_request(RC.GET_ROUTEINFO_BY_TOPIC, 0, h.GetRouteInfoRequestHeader(topic=topic).to_ext_fields())
         answer = servers.first(request, accept=(ResponseCode.TOPIC_NOT_EXIST,))
         if answer.code == ResponseCode.TOPIC_NOT_EXIST:

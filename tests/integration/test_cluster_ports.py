@@ -1,4 +1,5 @@
-"""The ports a local cluster's nodes are given: no two nodes chosen before any of them started share one."""
+"""The ports a local cluster's nodes are given: no two nodes chosen before any of them started share one
+(each choice probes the port with a socket bound on loopback, so these are component tests)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 
 from mqctl.cluster import ControllerCluster, make_broker, processes
 from mqctl.cluster.processes import PORT_RANGE_ENV, free_port_pair
+
+pytestmark = pytest.mark.component
 
 
 @pytest.fixture(autouse=True)
