@@ -72,8 +72,20 @@ def valid_key(key: str) -> bool:
 
 
 class OffsetTable:
+    """The offsets, and the resets an administrator made that the group's consumers have not yet been told of.
+
+    **Resets** (INVOKE_BROKER_TO_RESET_OFFSET, RocketMQ's server-side reset): ``reset`` commits the new offsets
+    and marks each queue until the group's next pull of it, which ``take_reset`` answers with the new offset
+    (the consumer then moves to it). While a queue is marked, the group's own commits of it are ignored
+    (``reset_pending``): a consumer that has not yet pulled since the reset still holds its old position and
+    commits it every few seconds, which would undo the reset. The marks are this broker's memory only, as
+    RocketMQ's are: a broker that restarts, or a new master, has the reset offsets (committed, and copied
+    to the slaves) but not the marks.
+    """
+
     def __init__(self, entries: Mapping[str, Mapping[int, int]] | None = None) -> None:
         self._table: dict[str, dict[int, int]] = {k: dict(v) for k, v in (entries or {}).items()}
+        self._resets: dict[tuple[str, int], int] = {}
         self.version = 0
 
     @staticmethod
@@ -94,6 +106,23 @@ class OffsetTable:
             queues[queue_id] = offset
             self.version += 1
 
+    def reset(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Commit ``offsets`` (queue id -> offset) for the group and mark each queue reset (see the class).
+        Raises TableFull, before anything changes, when the group has no entry and the table is full."""
+        key = self.key(group, topic)
+        if key not in self._table and len(self._table) >= MAX_KEYS:
+            raise TableFull(f"the consumer offset table already holds {MAX_KEYS} topic@group entries")
+        for queue_id, offset in offsets.items():
+            self.commit(group, topic, queue_id, offset)
+            self._resets[(key, queue_id)] = offset
+
+    def reset_pending(self, group: str, topic: str, queue_id: int) -> bool:
+        return (self.key(group, topic), queue_id) in self._resets
+
+    def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset a reset moved the queue to, if the group has not pulled the queue since; the mark goes."""
+        return self._resets.pop((self.key(group, topic), queue_id), None)
+
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         queues = self._table.get(self.key(group, topic))
         return None if queues is None else queues.get(queue_id)
@@ -107,6 +136,7 @@ class OffsetTable:
         gone = [k for k in self._table if k.partition("@")[2] == group]
         for key in gone:
             del self._table[key]
+        self._resets = {mark: offset for mark, offset in self._resets.items() if mark[0] not in gone}
         if gone:
             self.version += 1
         return len(gone)

@@ -25,6 +25,8 @@ codes                  processor                         served as
                                                          role hint
 28, 202, 203, 204,     stats.py (AdminBrokerProcessor's  runtime info (stats.py, runtime_info.py), a topic's queues, a
 208, 300               reads)                            group's progress, connections, who consumes a topic
+222                    offset_reset.py (AdminBroker-     an administrator's reset of a group's offsets, told to its
+                       Processor's resetOffset)          consumers at their next pull
 88002                  admin.py                          the transaction check progress, for a slave (mqctl's own)
 other                  —                                 REQUEST_CODE_NOT_SUPPORTED
 =====================  ================================  ===========================================================
@@ -52,6 +54,7 @@ from services.broker.processor.client_manage import EXPIRY_SCAN_S, ClientManageP
 from services.broker.processor.common import Route, answer
 from services.broker.processor.consumer_manage import ConsumerManageProcessor
 from services.broker.processor.end_transaction import EndTransactionProcessor
+from services.broker.processor.offset_reset import OffsetResetProcessor
 from services.broker.processor.pull import PullProcessor
 from services.broker.processor.query import QueryProcessor
 from services.broker.processor.send import SEND_REQUESTS, SendProcessor
@@ -106,10 +109,12 @@ class BrokerRemoting:
                                   lambda group: retry_max_times(broker.subscription_groups, group))
         self.consumer_manage = ConsumerManageProcessor(config, store, broker.consumer_offsets, self.consumers,
                                                        broker.clock)
+        offsets = broker.consumer_offsets.table
         self.pull = PullProcessor(config, store, self.consumers, self.arrivals, lambda: broker.role is Role.MASTER,
                                   self.consumer_manage.commit, self.store_host, store.topic_config,
                                   lambda: broker.replicas.state.master_address is not None,
-                                  lambda group: consume_enabled(broker.subscription_groups, group))
+                                  lambda group: consume_enabled(broker.subscription_groups, group),
+                                  offsets.take_reset)
         self.connections = Connections()
         self.stats = StatsProcessor(config, store, broker.stats, broker.consumer_offsets.table, self.consumers,
                                     self.connections, broker.clock, broker.runtime_facts)
@@ -117,7 +122,7 @@ class BrokerRemoting:
                                                    broker.namesrv.note_topics, broker.clock,
                                                    self.offload, on_heard=self.stats.heard)
         self.query = QueryProcessor(config, store)
-        is_master = lambda: broker.role is Role.MASTER  # noqa: E731 - read by two parts
+        is_master = lambda: broker.role is Role.MASTER  # noqa: E731 - read by three parts
         self.transactions = TransactionService(
             config.check_rules(), store, TransactionProgressFile(config.store_dir / "config" / "transactionProgress.json"),
             broker.put, is_master, broker.clock, RemotingClient(timeout_s=3.0), self.client_manage.producers,
@@ -128,6 +133,11 @@ class BrokerRemoting:
             role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
             transaction_progress=self.transactions.answer,
             topics_changed=broker.namesrv.trigger, io_lock=broker.io_lock, groups=broker.subscription_groups))
+        self.offset_reset = OffsetResetProcessor(
+            config.brokerName, store, broker.consumer_offsets, is_master, store.topic_config,
+            lambda group: (broker.subscription_groups.get(group) is not None or bool(self.consumers.client_ids(group))
+                           or bool(offsets.topics_of(group))),
+            self.arrivals.notify, self.admin.unsigned)
         self._route_table()
         self.limits = request_limits(self._routes, config.maxMessageSize)
 
@@ -157,6 +167,7 @@ class BrokerRemoting:
             ah.QUERY_TOPIC_CONSUME_BY_WHO: stats.consume_by_who, ah.GET_TOPIC_CONFIG: admin.topic_config,
             ah.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_group, ah.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
             ah.DELETE_SUBSCRIPTIONGROUP: admin.delete_group, ah.GET_BROKER_CONFIG: admin.broker_config,
+            ah.INVOKE_BROKER_TO_RESET_OFFSET: self.offset_reset.serve,
         }
 
     # ------------------------------------------------------------------ wiring

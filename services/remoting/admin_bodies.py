@@ -23,7 +23,7 @@ from services.remoting.broker_bodies import MessageQueue, SubscriptionData
 from services.remoting.errors import BodyError
 
 __all__ = ["Connection", "ConsumeStats", "ConsumerConnection", "GroupList", "OffsetWrapper", "ProducerConnection",
-           "TopicOffset", "TopicStatsTable", "java_double_json"]
+           "ResetOffsetBody", "TopicOffset", "TopicStatsTable", "java_double_json"]
 
 #: A MessageQueue written as a map key (fastjson: its properties in name order).
 _QUEUE_KEY = re.compile(r'\{("brokerName":"(?:[^"\\]|\\.)*",)?"queueId":-?[0-9]{1,10}(,"topic":"(?:[^"\\]|\\.)*")?\}(?=\s*:)')
@@ -43,7 +43,7 @@ def _quote_queue_keys(text: str) -> str:
     return _QUEUE_KEY.sub(lambda m: json.dumps(m.group(0)), text)
 
 
-def _queue_entries(obj: _Obj, key: str) -> list[tuple[MessageQueue, _Obj]]:
+def _queue_keys(obj: _Obj, key: str) -> list[tuple[MessageQueue, str, Any]]:
     result = []
     for name, path, item in obj.entries(key):
         text = _str_key(name, path)
@@ -51,8 +51,12 @@ def _queue_entries(obj: _Obj, key: str) -> list[tuple[MessageQueue, _Obj]]:
             queue = MessageQueue.read(_Obj(json.loads(text), f"{path} (key)"))
         except ValueError:
             raise BodyError(f"{path}: key is not a message queue") from None
-        result.append((queue, _Obj(item, path)))
+        result.append((queue, path, item))
     return result
+
+
+def _queue_entries(obj: _Obj, key: str) -> list[tuple[MessageQueue, _Obj]]:
+    return [(queue, _Obj(item, path)) for queue, path, item in _queue_keys(obj, key)]
 
 
 def _number(obj: _Obj, key: str) -> float:
@@ -152,6 +156,29 @@ class ConsumeStats(_QueueTableBody):
     def total_diff(self) -> int:
         """ConsumeStats.computeTotalDiff."""
         return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
+
+
+@dataclass(frozen=True)
+class ResetOffsetBody(_QueueTableBody):
+    """body/ResetOffsetBody: the answer to 222 INVOKE_BROKER_TO_RESET_OFFSET, each queue reset and its new offset."""
+
+    offset_table: Mapping[MessageQueue, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:  # the queue-keyed table is written by encode
+        return {}
+
+    def encode(self, *, standard: bool = False) -> bytes:
+        parts = [f"{fastjson.dumps(q.to_json())}:{int(v)}" for q, v in sorted(self.offset_table.items())]
+        return ('{"offsetTable":{' + ",".join(parts) + "}}").encode()
+
+    @classmethod
+    def read(cls, obj: _Obj) -> ResetOffsetBody:
+        table: dict[MessageQueue, int] = {}
+        for queue, path, number in _queue_keys(obj, "offsetTable"):
+            if isinstance(number, bool) or not isinstance(number, int) or not -(2**63) <= number < 2**63:
+                raise BodyError(f"{path} is {fastjson.describe(number)}, not an offset")
+            table[queue] = number
+        return cls(table)
 
 
 @dataclass(frozen=True, order=True)

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass
 
-from services.remoting.headers import CustomHeader, _bool, _string
+from services.remoting.headers import CustomHeader, _bool, _int, _long, _string
 
 __all__ = [
     "DELETE_SUBSCRIPTIONGROUP", "DELETE_TOPIC_IN_BROKER", "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", "GET_BROKER_CONFIG",
     "GET_BROKER_RUNTIME_INFO", "GET_CONSUMER_CONNECTION_LIST", "GET_CONSUME_STATS", "GET_PRODUCER_CONNECTION_LIST",
-    "GET_TOPIC_CONFIG", "GET_TOPIC_STATS_INFO", "QUERY_TOPIC_CONSUME_BY_WHO", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", "UPDATE_BROKER_CONFIG",
+    "GET_TOPIC_CONFIG", "GET_TOPIC_STATS_INFO", "INVOKE_BROKER_TO_RESET_OFFSET", "QUERY_TOPIC_CONSUME_BY_WHO", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", "UPDATE_BROKER_CONFIG",
     "DeleteSubscriptionGroupRequestHeader", "DeleteTopicRequestHeader", "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader", "GetProducerConnectionListRequestHeader",
     "GetTopicConfigRequestHeader", "GetTopicStatsInfoRequestHeader", "QueryTopicConsumeByWhoRequestHeader",
+    "ResetOffsetRequestHeader",
 ]
 
 UPDATE_BROKER_CONFIG = 25
@@ -28,6 +29,7 @@ GET_PRODUCER_CONNECTION_LIST = 204
 DELETE_SUBSCRIPTIONGROUP = 207
 GET_CONSUME_STATS = 208
 DELETE_TOPIC_IN_BROKER = 215
+INVOKE_BROKER_TO_RESET_OFFSET = 222
 QUERY_TOPIC_CONSUME_BY_WHO = 300
 GET_TOPIC_CONFIG = 351
 
@@ -95,3 +97,19 @@ class DeleteTopicRequestHeader(CustomHeader):
     """215 DELETE_TOPIC_IN_BROKER (and the name server's 216)."""
 
     topic: str = _string("topic", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResetOffsetRequestHeader(CustomHeader):
+    """222 INVOKE_BROKER_TO_RESET_OFFSET: move ``group``'s offsets of ``topic`` on this broker to the messages
+    stored at ``timestamp`` (epoch ms; negative: the end of each queue), of every readable queue or of
+    ``queueId`` alone; with ``queueId`` and an ``offset`` other than -1, to that offset. ``isForce`` is
+    RocketMQ's old client-side reset's (a reset never moves forward unless forced), which the server-side
+    reset ignores. The answer's body is admin_bodies.ResetOffsetBody."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    group: str = _string("group", required=True, default=MISSING)
+    timestamp: int = _long("timestamp", required=True, default=MISSING)
+    is_force: bool = _bool("isForce", default=False)
+    queue_id: int = _int("queueId", default=-1)
+    offset: int | None = _long("offset")

@@ -12,6 +12,10 @@ program (tests/rocketmq/java) and the same steps on both, the same verdicts expe
   remoting, before, between and after the runs. Then a push consumer of a new group starts with
   ``CONSUME_FROM_TIMESTAMP`` at ``t`` (a whole second: the client's ``consumeTimestamp`` has no milliseconds):
   it reads both runs on both brokers, which answer a new group's offset 0 (see its test).
+* **An administrator's reset while the group consumes** (INVOKE_BROKER_TO_RESET_OFFSET 222): with that push
+  consumer still running, real mqadmin's ``resetOffsetByTime -s t`` moves the group back to ``t``; the
+  consumer then reads the second run again, and only it. mqctl's ``resetOffsetByTime --format mqadmin`` for
+  the same reset then prints what mqadmin printed.
 """
 
 from __future__ import annotations
@@ -32,11 +36,15 @@ from services.common.remoting_client import RemotingClient
 from services.remoting import broker_headers as bh
 from services.remoting.command import make_request
 from tests.integration.conftest import FAST_BROKER_PROPS, FAST_SCANS
+from tests.interop.admin_sides import mqctl, succeeded
 from tests.interop.test_java_clients import GROUP, OurSide, TheirSide, kit_or_skip
 from tests.rocketmq import SCENARIO_VERSIONS, RocketMQCluster, leftover_pids
 from tests.rocketmq.client_history import Consumed
+from tests.rocketmq.cluster import mqadmin
+from tests.rocketmq.fetch import RocketMQ, require_java
 from tests.rocketmq.javaclients import ClientRun, JavaClients, wait_for
 from tests.rocketmq.jvm import poll
+from tests.rocketmq.servers import Runtime
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -56,6 +64,8 @@ class Outcome:
     time_runs: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
     boundaries: dict[str, int] = field(default_factory=dict)
     expected_boundaries: dict[str, int] = field(default_factory=dict)
+    consumed_again: frozenset[int] = frozenset()  # what the push consumer read again after the reset
+    reset_texts: dict[str, str] = field(default_factory=dict)  # resetOffsetByTime's output, by tool
 
     def orderly_lost(self) -> frozenset[int]:
         return self.acknowledged - {c.seq for run in ("orderly-a", "orderly-b") for c in self.consumed.get(run, ())}
@@ -89,6 +99,9 @@ class Outcome:
                 "one clean handover per queue": not self.interleaved(),
                 "the joining consumer took queues": bool(self.consumed.get("orderly-b")),
                 "offsets for t as stored": self.offsets_for_t == self.before_t,
+                "read again after the reset to t": "the second run" if self.consumed_again == self.time_runs[1]
+                else sorted(self.consumed_again)[:20],
+                "mqctl prints the reset as mqadmin does": self.reset_texts.get("mqctl") == self.reset_texts.get("mqadmin"),
                 "consumed from t exactly the second run": seek == set(self.time_runs[1]),
                 "boundaries": self.boundaries == self.expected_boundaries}
 
@@ -97,14 +110,15 @@ class Outcome:
                 f"{sorted(self.orderly_lost())[:10]}, out of order {self.out_of_order()[:2]}, interleaved "
                 f"{self.interleaved()}, consumed {({k: len(v) for k, v in self.consumed.items()})}, offsets for t "
                 f"{self.offsets_for_t} (stored before t {self.before_t}), boundaries {self.boundaries} (wanted "
-                f"{self.expected_boundaries})")
+                f"{self.expected_boundaries}), resetOffsetByTime printed {self.reset_texts}")
 
 
 class Lifecycle:
     """The steps above against one side (a name server address and its broker's address)."""
 
-    def __init__(self, namesrv: str, broker: str, clients: JavaClients, folder: Path, label: str) -> None:
-        self.namesrv, self.broker, self.clients, self.folder = namesrv, broker, clients, folder
+    def __init__(self, namesrv: str, broker: str, clients: JavaClients, runtime: Runtime, folder: Path,
+                 label: str) -> None:
+        self.namesrv, self.broker, self.clients, self.runtime, self.folder = namesrv, broker, clients, runtime, folder
         self.runs: dict[str, ClientRun] = {}
         self.outcome = Outcome(label)
 
@@ -152,8 +166,24 @@ class Lifecycle:
         self._boundaries(t)
         push = self._start("push", "push-from-t", topic=TIME_TOPIC, group=PUSH_T_GROUP, from_timestamp=t)
         wait_for(lambda: after <= push.history().seqs, CONSUME_S, "the push consumer from t consumed", (push,))
+        self._reset_to(t, push, after)
         assert push.stop() == 0, push.describe()
         self.outcome.consumed["push-from-t"] = push.history().consumed
+
+    def _reset_to(self, t: int, push: ClientRun, after: set[int]) -> None:
+        """Real mqadmin resets the running push consumer's group to t; it reads the second run again. Then
+        mqctl asks the same reset, and prints it as mqadmin does."""
+        args = ("resetOffsetByTime", "-g", PUSH_T_GROUP, "-t", TIME_TOPIC, "-s", str(t))
+        done = mqadmin(self.runtime, self.folder / "mqadmin", args, self.namesrv)
+        self.outcome.reset_texts["mqadmin"] = succeeded("mqadmin", args, done)
+
+        def twice() -> frozenset[int]:
+            counts = Counter(c.seq for c in push.history().consumed)
+            return frozenset(seq for seq, count in counts.items() if count > 1)
+        wait_for(lambda: after <= twice(), CONSUME_S, "the second run consumed again after the reset", (push,))
+        self.outcome.consumed_again = twice()
+        mine = (args[0], "--format", "mqadmin", "-n", self.namesrv, *args[1:])
+        self.outcome.reset_texts["mqctl"] = succeeded("mqctl", mine, mqctl(*mine))
 
     def _boundaries(self, t: int) -> None:
         """Queue 0's offset by time, over remoting, before, between and after the runs, with each boundary."""
@@ -223,7 +253,8 @@ def ours(clients: JavaClients, tmp_path_factory: pytest.TempPathFactory) -> Outc
     with our_broker(root) as side:
         master = side.master()
         assert master is not None
-        outcome = Lifecycle(side.namesrv, master, clients, root / "clients", "mqctl").run()
+        runtime = Runtime(require_java(), RocketMQ(clients.version).fetch(), root / "home")
+        outcome = Lifecycle(side.namesrv, master, clients, runtime, root / "clients", "mqctl").run()
     print(outcome.summary())
     return outcome
 
@@ -235,7 +266,9 @@ def theirs(clients: JavaClients, tmp_path_factory: pytest.TempPathFactory) -> Ou
     kit_or_skip(cluster.start)
     try:
         side = TheirSide(cluster)
-        outcome = Lifecycle(side.namesrv, side.replicas()[0], clients, root / "clients", side.label).run()
+        assert cluster.runtime is not None
+        outcome = Lifecycle(side.namesrv, side.replicas()[0], clients, cluster.runtime, root / "clients",
+                            side.label).run()
     finally:
         cluster.stop()
         left = leftover_pids(cluster.root)
@@ -268,6 +301,13 @@ def test_a_new_groups_push_consumer_from_a_timestamp_starts_at_a_queues_first_me
     broker answers a new group's QUERY_CONSUMER_OFFSET with 0 while the queue starts at 0 and its first message
     is in memory, so the consumer reads both runs, on RocketMQ 5.3.3's broker as on ours."""
     assert outcome.verdict()["pushed from t"] == "both runs", outcome.summary()
+
+
+def test_resetting_a_running_push_consumers_group_to_a_time_makes_it_read_again_from_there(outcome: Outcome) -> None:
+    """Real mqadmin's resetOffsetByTime (222, the broker moves the offsets and tells the consumer at its next
+    pull), and mqctl's, which prints the same text for the same reset."""
+    assert outcome.consumed_again == outcome.time_runs[1], outcome.summary()
+    assert outcome.reset_texts["mqctl"] == outcome.reset_texts["mqadmin"], outcome.summary()
 
 
 def test_both_sides_agree(ours: Outcome, theirs: Outcome) -> None:

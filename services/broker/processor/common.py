@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 from services.broker.consumer_offsets import GROUP_PATTERN
 from services.broker.record import valid_topic
 from services.broker.store import MessageStore
+from services.broker.time_search import offset_by_time
 from services.common.remoting_conn import RemotingConnection
 from services.remoting.command import RemotingCommand, make_response
 from services.remoting.errors import HeaderFieldError
 
-__all__ = ["MASTER_ID", "Route", "answer", "check_queue", "queue_bounds"]
+__all__ = ["MASTER_ID", "Route", "answer", "check_queue", "offset_at_time", "queue_bounds"]
 
 #: One entry of the dispatch table: a processor's method serving one request code.
 Route = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
@@ -34,6 +35,17 @@ def check_queue(topic: str, queue_id: int, queues: int, header: str, group: str 
         raise HeaderFieldError(header, "queueId", f"must be 0..{queues - 1}")
     if group is not None and GROUP_PATTERN.fullmatch(group) is None:
         raise HeaderFieldError(header, "consumerGroup", "must be 1-255 of letters, digits, '%', '|', '_' and '-'")
+
+
+def offset_at_time(store: MessageStore, topic: str, queue_id: int, timestamp: int, upper: bool = False) -> int:
+    """The queue's offset of the messages stored at ``timestamp`` (time_search.py's table; ``upper``: its UPPER
+    boundary)."""
+    low, high = queue_bounds(store, topic, queue_id)
+
+    def store_time(offset: int) -> int | None:
+        records = store.get_messages(topic, queue_id, offset, 1).records
+        return records[0].store_timestamp if records else None
+    return offset_by_time(low, high, store_time, timestamp, upper)
 
 
 def queue_bounds(store: MessageStore, topic: str, queue_id: int) -> tuple[int, int]:

@@ -71,12 +71,19 @@ class ConsumerManageProcessor:
         self._check(h.topic, h.queue_id, "UpdateConsumerOffsetRequestHeader", h.consumer_group)
         if h.commit_offset < 0:
             raise HeaderFieldError("UpdateConsumerOffsetRequestHeader", "commitOffset", "must not be negative")
+        if self.offsets.table.reset_pending(h.consumer_group, h.topic, h.queue_id):
+            return answer(request, ResponseCode.SUCCESS, "Offset has been previously reset")
         refused = self.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return answer(request, ResponseCode.SYSTEM_ERROR, refused) if refused else \
             answer(request, ResponseCode.SUCCESS)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> str | None:
-        """Commit the group's offset of a queue; why not, if the table is full."""
+        """Commit the group's offset of a queue; why not, if the table is full. A queue an administrator has
+        reset and the group has not pulled since keeps the reset offset (consumer_offsets.OffsetTable)."""
+        if self.offsets.table.reset_pending(group, topic, queue_id):
+            log.info("commit of %s@%s queue %d at %d ignored: the queue was reset and the group has not pulled it "
+                     "since", topic, group, queue_id, offset)
+            return None
         try:
             self.offsets.table.commit(group, topic, queue_id, offset)
         except TableFull as exc:

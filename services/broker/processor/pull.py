@@ -3,7 +3,10 @@
 The reading of a queue, the answer's codes and long polling are remoting_pull.py's; this processor reads
 the header, checks the topic's config (it exists, is readable, the queue is one of its readable ones:
 topic_rules.pull_refusal), finds the subscription (the request's, or the group's last heartbeat's), commits
-the offset a pull carries (on the master) and holds a pull that found nothing.
+the offset a pull carries (on the master) and holds a pull that found nothing. The first pull of a queue
+after an administrator reset the group's offset of it (222, processor/offset_reset.py) is answered
+PULL_OFFSET_MOVED with the reset offset as nextBeginOffset (RocketMQ's OFFSET_RESET status): the consumer
+moves there; a held pull is answered so at once.
 
 A slave that knows its group's master answers as RocketMQ's PullMessageProcessor does when the smallest
 broker id of its group is the master's: what it has, else PULL_RETRY_IMMEDIATELY at once, suggesting the
@@ -17,7 +20,7 @@ from collections.abc import Callable
 
 from services.broker.config import BrokerConfig
 from services.broker.consumers import ConsumerGroups
-from services.broker.processor.common import MASTER_ID, answer, check_queue
+from services.broker.processor.common import MASTER_ID, answer, check_queue, queue_bounds
 from services.broker.remoting_pull import MAX_PULL_BYTES, Arrivals, PullRead, hold, read_queue, slave_answer
 from services.broker.store import MessageStore
 from services.broker.topic_rules import pull_refusal
@@ -47,8 +50,10 @@ class PullProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, consumers: ConsumerGroups, arrivals: Arrivals,
                  is_master: Callable[[], bool], commit: Callable[[str, str, int, int], str | None],
                  store_host: SocketAddress, topic_config: Callable[[str], TopicConfig | None],
-                 master_known: Callable[[], bool], consume_enabled: Callable[[str], bool] = lambda group: True) -> None:
+                 master_known: Callable[[], bool], consume_enabled: Callable[[str], bool] = lambda group: True,
+                 take_reset: Callable[[str, str, int], int | None] = lambda group, topic, queue_id: None) -> None:
         self.config = config
+        self.take_reset = take_reset
         self.consume_enabled = consume_enabled
         self.store = store
         self.consumers = consumers
@@ -85,6 +90,10 @@ class PullProcessor:
             else MAX_PULL_BYTES
 
         def read() -> PullRead:
+            reset = self.take_reset(h.consumer_group, h.topic, h.queue_id) if master else None
+            if reset is not None:
+                low, high = queue_bounds(self.store, h.topic, h.queue_id)
+                return PullRead(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", reset, low, high)
             found = read_queue(self.store, self.store_host, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
                                tags, max_bytes)
             return slave_answer(found) if redirect else found

@@ -5,9 +5,8 @@ involved."""
 from __future__ import annotations
 
 from services.broker.config import BrokerConfig
-from services.broker.processor.common import answer, check_queue, queue_bounds
+from services.broker.processor.common import answer, check_queue, offset_at_time, queue_bounds
 from services.broker.store import MessageStore
-from services.broker.time_search import offset_by_time
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import broker_headers as bh
@@ -38,10 +37,5 @@ class QueryProcessor:
     async def search_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
         check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "SearchOffsetRequestHeader")
-        low, high = queue_bounds(self.store, h.topic, h.queue_id)
-
-        def store_time(offset: int) -> int | None:
-            records = self.store.get_messages(h.topic, h.queue_id, offset, 1).records
-            return records[0].store_timestamp if records else None
-        offset = offset_by_time(low, high, store_time, h.timestamp, h.upper)
+        offset = offset_at_time(self.store, h.topic, h.queue_id, h.timestamp, h.upper)
         return answer(request, ResponseCode.SUCCESS, None, bh.SearchOffsetResponseHeader(offset=offset).to_ext_fields())
