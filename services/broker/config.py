@@ -54,6 +54,9 @@ class BrokerConfig(TlsProperties):
     storePathEpochFile: str = ""
     storePathBrokerIdentity: str = ""
     mappedFileSizeCommitLog: int = 64 * 2**20
+    #: The key index (key_index.py): hash slots and entries of one index file.
+    maxHashSlotNum: int = 100_000
+    maxIndexNum: int = 400_000
     flushDiskType: str = "ASYNC_FLUSH"
     flushIntervalCommitLog: int = 500
     flushIntervalConsumeQueue: int = 1000
@@ -206,6 +209,8 @@ class BrokerConfig(TlsProperties):
             raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
         if self.maxMessageSize + 1024 > self.mappedFileSizeCommitLog:
             raise ConfigError("maxMessageSize must be smaller than mappedFileSizeCommitLog")
+        if not 100 <= self.maxHashSlotNum <= 2**26 or not 1000 <= self.maxIndexNum <= 2**28:
+            raise ConfigError("maxHashSlotNum must be 100..67108864 and maxIndexNum 1000..268435456")
         self._validate_controller_links()
         if not self.minInSyncReplicas >= 1:
             raise ConfigError("minInSyncReplicas must be at least 1")

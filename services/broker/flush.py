@@ -104,8 +104,8 @@ class FlushService:
                 index = time.monotonic() >= self._index_due
                 if self.store.index_error is not None:
                     self.store.dispatch()  # the queues' disk refused a write: try again (on the loop, as always)
-                if self.store.max_offset > self.flushed_offset or self._waiters or (
-                        index and (self.store.confirm_offset, self.store.reput_offset) != self._indexed):
+                if self.store.max_offset > self.flushed_offset or self._waiters or (index and (
+                        (self.store.confirm_offset, self.store.reput_offset) != self._indexed or self.store.keys_behind)):
                     await self.flush_now(index)
                     self._recovered()
             except asyncio.CancelledError:

@@ -20,6 +20,8 @@ codes                  processor                         served as
                                                          goes to a group's clients when it changes
 41, 42                 consumer_manage.py                an orderly consumer's queue locks (rebalance_lock.py)
 29, 30, 31             query.py                          a queue's offset by store time, max and min offset
+12, 33                 query_message.py (QueryMessage-   messages by key or unique key (key_index.py), a message by
+                       Processor)                        its commitlog offset
 17, 21, 43, 45, 907,   admin.py (AdminBrokerProcessor)   topics, the whole offset tables (how a slave copies them), the
 908, 1007, 1008                                          controller mode's epoch entries, HA status, flush offset and
                                                          role hint
@@ -57,6 +59,7 @@ from services.broker.processor.end_transaction import EndTransactionProcessor
 from services.broker.processor.offset_reset import OffsetResetProcessor
 from services.broker.processor.pull import PullProcessor
 from services.broker.processor.query import QueryProcessor
+from services.broker.processor.query_message import QueryMessageProcessor
 from services.broker.processor.send import SEND_REQUESTS, SendProcessor
 from services.broker.processor.stats import StatsProcessor
 from services.broker.put_batcher import PutBatcher
@@ -122,6 +125,7 @@ class BrokerRemoting:
                                                    broker.namesrv.note_topics, broker.clock,
                                                    self.offload, on_heard=self.stats.heard)
         self.query = QueryProcessor(config, store)
+        self.query_message = QueryMessageProcessor(store, self.store_host)
         is_master = lambda: broker.role is Role.MASTER  # noqa: E731 - read by three parts
         self.transactions = TransactionService(
             config.check_rules(), store, TransactionProgressFile(config.store_dir / "config" / "transactionProgress.json"),
@@ -168,6 +172,7 @@ class BrokerRemoting:
             ah.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_group, ah.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
             ah.DELETE_SUBSCRIPTIONGROUP: admin.delete_group, ah.GET_BROKER_CONFIG: admin.broker_config,
             ah.INVOKE_BROKER_TO_RESET_OFFSET: self.offset_reset.serve,
+            bh.QUERY_MESSAGE: self.query_message.query, bh.VIEW_MESSAGE_BY_ID: self.query_message.view,
         }
 
     # ------------------------------------------------------------------ wiring

@@ -25,7 +25,8 @@ from typing import Any
 from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
 from services.broker.consume_queue import ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
-from services.broker.record import MAX_TOPIC_LENGTH, IndexEntry, queue_bound, valid_topic
+from services.broker.key_index import DEFAULT_CAPACITY, DEFAULT_SLOTS, KeyIndex
+from services.broker.record import MAX_TOPIC_LENGTH, CommitLogCorrupt, IndexEntry, queue_bound, valid_topic
 from services.broker.retention import SegmentInfo
 from services.broker.topics import MAX_QUEUE_NUMS, TopicRegistry, implicit_config
 from services.common.durable import atomic_write
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 _CHECKPOINT_KEYS = ("confirmOffset", "dispatchedOffset", "flushedOffset")
 MASTER_FLUSHED = "masterFlushedOffset"
 _PENDING_MAX = 200_000  # replicated records indexed from memory; beyond that, dispatch reads the log
+#: The commitlog read at most per flush to index message keys (at least two of the largest messages).
+KEY_INDEX_WINDOW = 8 * 2**20
 
 
 class StoreClosed(Exception):
@@ -103,11 +106,13 @@ def message_id_prefix(store_host: str) -> str:
 class MessageStore:
     def __init__(self, root: Path, store_host: str, segment_size: int = 64 * 2**20,
                  epoch_file: Path | None = None, queue_nums: int = 4,
-                 max_message_size: int = 4 * 2**20, commitlog_dir: Path | None = None) -> None:
+                 max_message_size: int = 4 * 2**20, commitlog_dir: Path | None = None,
+                 index_slots: int = DEFAULT_SLOTS, index_capacity: int = DEFAULT_CAPACITY) -> None:
         self.root = root
         self.store_host = store_host
         self.commitlog = CommitLog(commitlog_dir or root / "commitlog", segment_size)
         self.queues = ConsumeQueueStore(root / "consumequeue")
+        self.keys = KeyIndex(root / "index", index_slots, index_capacity)
         self.epochs = EpochFileCache(epoch_file or root / "epochFileCheckpoint")
         self.queue_nums = queue_nums
         self.max_message_size = max_message_size
@@ -143,6 +148,7 @@ class MessageStore:
             self._recover(checkpoint)
         except BaseException:
             self.queues.close()
+            self.keys.close()
             self.commitlog.close_files()
             raise
 
@@ -157,6 +163,7 @@ class MessageStore:
         # re-dispatching from there is idempotent.
         indexed = self.queues.verify(log_min, log_max, self.commitlog.segment_size, self.commitlog.header_at)
         self.reput_offset = indexed
+        self.keys.load(log_min, log_max)
         self._flushed_mark = min(checkpoint.get("flushedOffset", 0), log_max)
         self._confirm_offset = min(max(checkpoint.get("confirmOffset", 0), indexed), log_max)
         self._rebuild_queue_offsets()
@@ -171,6 +178,7 @@ class MessageStore:
         self.flush()
         self.commitlog.close()
         self.queues.close()
+        self.keys.close()
 
     def _load_checkpoint(self) -> dict[str, int]:
         doc, problem = load_checkpoint(self.checkpoint_path)
@@ -362,6 +370,7 @@ class MessageStore:
         self.commitlog.truncate(offset)
         fault_point("during_truncate")
         self.queues.truncate(offset)
+        self.keys.truncate(offset)
         self.epochs.truncate_suffix_by_offset(offset + 1)  # epochs starting past the new end
         self._rebuild_queue_offsets()
 
@@ -381,6 +390,7 @@ class MessageStore:
         between is repaired at the next open, which does the same from the files left."""
         new_min = self.commitlog.delete_head(count)
         self.queues.trim(new_min)
+        self.keys.trim(new_min)
         self.epochs.truncate_prefix_by_offset(new_min - 1)
         return new_min
 
@@ -396,6 +406,8 @@ class MessageStore:
         self.epochs.truncate_suffix_by_offset(-1)
         self.queues.destroy()
         self.queues.load()
+        self.keys.destroy()
+        self.keys.indexed = offset
         self.next_queue_offsets.clear()
 
     # ------------------------------------------------------------------ reads
@@ -501,6 +513,8 @@ class MessageStore:
         flushed = self.commitlog.flush()
         if index:
             try:
+                self.index_keys()
+                self.keys.flush()
                 self.queues.flush()
                 self._save_checkpoint(dispatched=min(dispatched, flushed), flushed=flushed)
             except OSError as exc:  # derived data, rebuilt at start: the commitlog's flush stands
@@ -513,6 +527,46 @@ class MessageStore:
                     log.warning("the consume queues and the checkpoint of %s are saved again", self.root)
                     self.checkpoint_error = None
         return flushed
+
+    # ------------------------------------------------------------------ the key index
+    def index_keys(self) -> None:
+        """Index the keys of the next messages the consume queues index (key_index.py), at most
+        KEY_INDEX_WINDOW of the log per call (the flush service calls it while ``keys_behind``)."""
+        start, end = self.keys.indexed, min(self.reput_offset, self.max_offset)
+        if start >= end:
+            return
+        window = min(end, start + max(KEY_INDEX_WINDOW, 2 * self.max_message_size))
+        try:
+            records = self.commitlog.iter_records(start, window)
+        except CommitLogCorrupt as exc:
+            log.error("the key index skips the commitlog from %d to %d: %s", start, end, exc)
+            self.keys.add((), end)
+            return
+        reached = records[-1].next_offset if records else start
+        self.keys.add(((r.physical_offset, r.store_timestamp, r.topic, r.properties) for r in records),
+                      self._skip_padding(reached, end))
+
+    @property
+    def keys_behind(self) -> bool:
+        return self.keys.indexed < min(self.reput_offset, self.max_offset)
+
+    def query_messages(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[MessageRecord]:
+        """The confirmed messages of ``topic`` with ``key`` (one of its KEYS, or its unique key) stored within
+        [begin_ts, end_ts]: the newest ``max_num`` of them, in log order (as RocketMQ's store answers)."""
+        found = []
+        for offset in self.keys.lookup(topic, key, max_num, begin_ts, end_ts):
+            record = self.read_message(offset)
+            if record is not None and record.topic == topic and (
+                    key in record.keys.split(" ") or record.properties.get("UNIQ_KEY") == key):
+                found.append(record)
+        return sorted(found, key=lambda r: r.physical_offset)
+
+    def read_message(self, offset: int) -> MessageRecord | None:
+        """The confirmed message at commitlog ``offset``, or None (no message starts there)."""
+        if not self.commitlog.min_offset <= offset < self._confirm_offset:
+            return None
+        record = self.commitlog.read_record(offset)
+        return record if record is not None and record.next_offset <= self._confirm_offset else None
 
     def set_master_flushed_offset(self, offset: int) -> None:
         """Record (durably) what the master's flushed offset is said to be."""

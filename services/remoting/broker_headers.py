@@ -45,8 +45,13 @@ __all__ = [
     "NotifyConsumerIdsChangedRequestHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
+    "QUERY_MESSAGE",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "VIEW_MESSAGE_BY_ID",
+    "ViewMessageRequestHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
     "SendMessageRequestHeader",
@@ -58,7 +63,9 @@ __all__ = [
 ]
 
 #: RocketMQ's request codes for the client calls served here that command.RequestCode does not name.
+QUERY_MESSAGE = 12
 UPDATE_AND_CREATE_TOPIC = 17
+VIEW_MESSAGE_BY_ID = 33
 SEARCH_OFFSET_BY_TIMESTAMP = 29
 GET_ALL_TOPIC_CONFIG = 21
 UNREGISTER_CLIENT = 35
@@ -86,6 +93,35 @@ def _flag_text(header: str, wire: str, value: str | None) -> bool:
     if lowered in ("false", "0"):
         return False
     raise HeaderFieldError(header, wire, f"must be true, false, 1 or 0, got {value[:40]!r}")
+
+
+# ------------------------------------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryMessageRequestHeader(CustomHeader):
+    """12 QUERY_MESSAGE: the messages of ``topic`` with ``key`` stored within [beginTimestamp, endTimestamp], at
+    most ``maxNum``; the request's ext field ``_UNIQUE_KEY_QUERY`` = ``true`` asks by unique key (message id)."""
+
+    topic: str = _string("topic", required=True, default=MISSING)
+    key: str = _string("key", required=True, default=MISSING)
+    max_num: int = _int("maxNum", required=True, default=MISSING)
+    begin_timestamp: int = _long("beginTimestamp", required=True, default=MISSING)
+    end_timestamp: int = _long("endTimestamp", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryMessageResponseHeader(CustomHeader):
+    index_last_update_timestamp: int = _long("indexLastUpdateTimestamp", required=True, default=MISSING)
+    index_last_update_phyoffset: int = _long("indexLastUpdatePhyoffset", required=True, default=MISSING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewMessageRequestHeader(CustomHeader):
+    """33 VIEW_MESSAGE_BY_ID: the message at commitlog ``offset`` (what an offset message id names)."""
+
+    offset: int = _long("offset", required=True, default=MISSING)
+    topic: str | None = _string("topic")
 
 
 # ------------------------------------------------------------------------------------------- send

@@ -11,7 +11,8 @@ each rule below is applied to both outputs before they are compared, and says wh
 * Commitlog offsets: our commitlog record is not RocketMQ's (a CRC over the whole record, docs/storage.md),
   so the same messages end at other offsets (max offsets, epoch ranges, a message's commitLogOffset and
   the offset message id built from it).
-* Message ids and times: each send gets its own id and timestamps.
+* Message ids and times: each send gets its own id and timestamps (and mqadmin 5.5's queryMsgByKey prints
+  both, with the commitlog offset, in its #IndexKey column).
 * Live figures of haStatus: transfer speeds and the last read and write times change from moment to moment.
 * SyncStateSet epochs: each change of a group's SyncStateSet moves it on, and how often a group's set
   changed depends on timing: a RocketMQ slave that falls behind for ``haMaxTimeSlaveNotCatchup`` on a busy
@@ -60,6 +61,15 @@ class Addresses:
 
 def message_ids(text: str) -> str:
     return MSG_ID.sub("<msgId>", text)
+
+
+#: mqadmin 5.5's queryMsgByKey #IndexKey: the hour of the store time, topic, K, key, message id, commitlog offset.
+INDEX_KEY = re.compile(r"\b\d{13}@(\S+@K@\S+@<msgId>)@\d+")
+
+
+def index_keys(text: str) -> str:
+    """mqadmin 5.5's #IndexKey column (after ``message_ids``): its hour and commitlog offset."""
+    return INDEX_KEY.sub(r"<hour>@\1@<offset>", text)
 
 
 def times(text: str) -> str:

@@ -137,6 +137,8 @@ STEPS: tuple[Step, ...] = (
     # mqadmin's -c is the number of messages, mqctl's -n (its -c is a cluster, as in its other commands)
     Step("consumeMessage -i -c", "both", lambda s, c: ("consumeMessage", "-t", TOPIC, "-b", GROUP, "-i", QUEUE, "-c", "1"),
          lambda s, c: ("consumeMessage", "-a", s.controller_addrs, "-t", TOPIC, "-b", GROUP, "-i", QUEUE, "-n", "1")),
+    # the index of keys: both messages sent above carry KEYS, on the master that stored them
+    Step("queryMsgByKey", "mqadmin", lambda s, c: ("queryMsgByKey", "-t", TOPIC, "-k", KEYS)),
     Step("resetMasterFlushOffset", "both", lambda s, c: ("resetMasterFlushOffset", "-b", s.broker(2), "-o",
                                                          FLUSH_OFFSET)),
     Step("haStatus of the reset slave", "both", lambda s, c: ("haStatus", "-b", s.broker(2))),
@@ -153,6 +155,8 @@ STEPS: tuple[Step, ...] = (
     # learns the master's HA address from a name server that has not heard from the new master yet), so the
     # group may not be whole again afterwards.
     Step("electMaster to 2", "mqadmin", _elect(2), prepare=_steady, mqadmin_fails=_fails_from_5_4),
+    # on the new master, which indexed them as a slave
+    Step("queryMsgByKey on broker 2 as master", "mqadmin", lambda s, c: ("queryMsgByKey", "-t", TOPIC, "-k", KEYS)),
     Step("electMaster back to 1", "mqctl", _elect(1), prepare=_joined(1), mqadmin_fails=_fails_from_5_4),
 )
 

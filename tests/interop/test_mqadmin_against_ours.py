@@ -43,6 +43,7 @@ STEP_RULES: dict[str, tuple[Rule, ...]] = {
     "consumeMessage -g": (n.message_ids, n.times, n.commit_log_offsets),
     "consumeMessage -i -o": (n.message_ids, n.times, n.commit_log_offsets),
     "consumeMessage -i -c": (n.message_ids, n.times, n.commit_log_offsets),
+    "queryMsgByKey": (n.message_ids, n.index_keys), "queryMsgByKey on broker 2 as master": (n.message_ids, n.index_keys),
     "haStatus of the reset slave": (n.live_figures, n.commit_log_offsets),
     "getBrokerEpoch after the sends": (n.commit_log_offsets, n.blocks_sorted),
     "getSyncStateSet after the cleaning": (n.sync_state_set_epoch,),

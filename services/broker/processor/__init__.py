@@ -3,4 +3,4 @@ their methods in one dispatch table by request code. Each is built with the part
 
 The package's modules are its public surface (tests/unit/test_exported_members.py)."""
 
-__all__ = ["admin", "client_manage", "common", "consumer_manage", "end_transaction", "offset_reset", "pull", "query", "send", "stats"]
+__all__ = ["admin", "client_manage", "common", "consumer_manage", "end_transaction", "offset_reset", "pull", "query", "query_message", "send", "stats"]
