@@ -5,7 +5,7 @@ module of every command, so that a command line imports the module of the comman
 (``mqctl getSyncStateSet`` does not load the broker's store); tests/unit/cli/test_lazy_commands.py checks it
 against the modules' ``COMMANDS``."""
 
-__all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "consume", "controller", "flush", "namesrv", "offset", "quickstart",
+__all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "consume", "controller", "flush", "namesrv", "offset", "query", "quickstart",
            "report", "route", "store", "subgroup", "tls", "topic"]
 
 MODULE_OF = {
@@ -21,6 +21,7 @@ MODULE_OF = {
                      "producerConnection"), "brokeradmin"),
     "getBrokerConfig": "brokerconfig",
     "resetOffsetByTime": "offset",
+    "queryMsgByKey": "query",
     **dict.fromkeys(("updateSubGroup", "deleteSubGroup"), "subgroup"),
     "resetMasterFlushOffset": "flush",
     "cluster": "cluster",

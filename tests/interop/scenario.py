@@ -117,6 +117,10 @@ def _with_namesrv(args: Args) -> Args:
     return lambda s, c: (*args(s, c), "-n", s.namesrv)
 
 
+def _query_by_key(s: Side, c: dict[str, Any]) -> tuple[str, ...]:
+    return ("queryMsgByKey", "-t", TOPIC, "-k", KEYS)
+
+
 def _create_topic(s: Side, c: dict[str, Any]) -> tuple[str, ...]:
     return ("updateTopic", "-c", CLUSTER, "-t", TOPIC)
 
@@ -138,7 +142,7 @@ STEPS: tuple[Step, ...] = (
     Step("consumeMessage -i -c", "both", lambda s, c: ("consumeMessage", "-t", TOPIC, "-b", GROUP, "-i", QUEUE, "-c", "1"),
          lambda s, c: ("consumeMessage", "-a", s.controller_addrs, "-t", TOPIC, "-b", GROUP, "-i", QUEUE, "-n", "1")),
     # the index of keys: both messages sent above carry KEYS, on the master that stored them
-    Step("queryMsgByKey", "mqadmin", lambda s, c: ("queryMsgByKey", "-t", TOPIC, "-k", KEYS)),
+    Step("queryMsgByKey", "both", _query_by_key, _with_namesrv(_query_by_key)),
     Step("resetMasterFlushOffset", "both", lambda s, c: ("resetMasterFlushOffset", "-b", s.broker(2), "-o",
                                                          FLUSH_OFFSET)),
     Step("haStatus of the reset slave", "both", lambda s, c: ("haStatus", "-b", s.broker(2))),
@@ -156,7 +160,7 @@ STEPS: tuple[Step, ...] = (
     # group may not be whole again afterwards.
     Step("electMaster to 2", "mqadmin", _elect(2), prepare=_steady, mqadmin_fails=_fails_from_5_4),
     # on the new master, which indexed them as a slave
-    Step("queryMsgByKey on broker 2 as master", "mqadmin", lambda s, c: ("queryMsgByKey", "-t", TOPIC, "-k", KEYS)),
+    Step("queryMsgByKey on broker 2 as master", "both", _query_by_key, _with_namesrv(_query_by_key)),
     Step("electMaster back to 1", "mqctl", _elect(1), prepare=_joined(1), mqadmin_fails=_fails_from_5_4),
 )
 

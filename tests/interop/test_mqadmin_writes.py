@@ -27,7 +27,7 @@ Transcripts = tuple[Transcript, Transcript]
 
 #: Steps both tools ran at once, whose outputs must be the same bytes.
 SAME_BYTES = ["updateTopic -c", "updateTopic -b", "updateTopic with its options", "consumeMessage -g",
-              "consumeMessage -i -o", "consumeMessage -i -c",
+              "consumeMessage -i -o", "consumeMessage -i -c", "queryMsgByKey", "queryMsgByKey on broker 2 as master",
               "resetMasterFlushOffset", "getBrokerEpoch after the sends", "getControllerConfig after the update",
               "getSyncStateSet after the cleaning"]
 
