@@ -29,6 +29,8 @@ CASES = [
     pytest.param("heartbeat_soak", ["bench.heartbeat_soak", "--brokers", "12", "--minutes", "0.1"],
                  id="heartbeat_soak"),
     pytest.param("frame_parse", ["bench.frame_parse", "--scale", "0.02"], id="frame_parse"),
+    pytest.param("vs_rocketmq_sends", ["bench.vs_rocketmq", "--seconds", "2", "--rounds", "2", "--warmup", "1",
+                                       "--threads", "2"], id="vs_rocketmq", marks=pytest.mark.rocketmq),
     pytest.param("report_vs_duckdb", ["bench.report_vs_duckdb", "--events", "20000", "--groups", "20", "--runs", "1"],
                  id="report_vs_duckdb", marks=pytest.mark.spark),
 ]

@@ -18,6 +18,7 @@ import java.util.Arrays;
  * poison        --namesrv A --topic T --group G --history F --until FILE --poison-every K --max-reconsume N   (PoisonConsume.java)
  * transaction-produce  --namesrv A --topic T --history F --until FILE [--rounds 30] [--first 0] [--group G]
  *               [--pause-ms 20] [--send-timeout-ms 3000]    commit, roll back, leave to the check-back (TransactionProduce.java)
+ * load          --namesrv A --topic T [--threads 4] [--size 1024] [--group G]   sends in slices asked on stdin (Load.java)
  * </pre>
  *
  * Every mode also takes {@code --deadline-s} (600: the longest it runs), {@code --route-poll-ms},
@@ -64,6 +65,8 @@ public final class Main {
                 return PoisonConsume.run(options);
             case "transaction-produce":
                 return TransactionProduce.run(options);
+            case "load":
+                return Load.run(options);
             default:
                 throw new Options.UsageError("unknown mode " + args[0] + " in " + Arrays.toString(args));
         }
