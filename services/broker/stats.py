@@ -189,14 +189,17 @@ class BrokerStats:
         self.get_time_max_ms = max(self.get_time_max_ms, elapsed_ms)
 
     def _roll(self, now_ms: int) -> None:
+        """At the first count of a new minute: the latency minute, and the day when a local midnight passed
+        (one always falls on a minute's start: time zones are whole quarter hours)."""
+        minute = now_ms // 60_000
+        if minute == self._minute:
+            return
         day = _local_day(now_ms)
         self._put_days.roll(day, self.put_times.total)
         self._get_days.roll(day, self.transferred.total)
-        minute = now_ms // 60_000
-        if minute != self._minute:
-            self._last_latency = self._latency if minute == self._minute + 1 else [0] * len(LATENCY_DESC)
-            self._latency = [0] * len(LATENCY_DESC)
-            self._minute = minute
+        self._last_latency = self._latency if minute == self._minute + 1 else [0] * len(LATENCY_DESC)
+        self._latency = [0] * len(LATENCY_DESC)
+        self._minute = minute
 
     # ------------------------------------------------------------------ reading
     def day_totals(self, now_ms: int) -> dict[str, int]:

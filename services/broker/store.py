@@ -128,6 +128,9 @@ class MessageStore:
         self._reported: set[int] = set()  # damaged offsets already logged
         self._saved_confirm: object = None
         self._pending: deque[tuple[int, int, str, int, int, str]] = deque()
+        #: What the key index needs of the records this broker appended itself (offset, size, store time,
+        #: topic, properties), so that it indexes them without reading the log back.
+        self._pending_keys: deque[tuple[int, int, int, str, dict[str, str]]] = deque()
         self._queue_offsets_stale = False
         self.reput_offset = 0
         self.index_error: str | None = None  # why the consume queues could not be written (None: they can)
@@ -264,6 +267,8 @@ class MessageStore:
         results = []
         for msg, rec, (offset, size) in zip(messages, records, placed):
             self._pending.append((offset, size, rec.topic, rec.queue_id, rec.queue_offset, msg.tags))
+            if len(self._pending_keys) < _PENDING_MAX:
+                self._pending_keys.append((offset, size, timestamp, rec.topic, rec.properties))
             results.append(AppendResult(host_id + _OFFSET.pack(offset).hex().upper(), rec.queue_id,
                                         rec.queue_offset, offset, offset + size))
         return results
@@ -363,6 +368,7 @@ class MessageStore:
         The checkpoint is lowered first: after a crash in the middle, a log shorter than the old
         flushedOffset must not look like lost data."""
         self._pending.clear()
+        self._pending_keys.clear()
         self.reput_offset = min(self.reput_offset, offset)
         self._confirm_offset = min(self._confirm_offset, offset)
         self._flushed_mark = min(self._flushed_mark, offset)
@@ -535,6 +541,8 @@ class MessageStore:
         start, end = self.keys.indexed, min(self.reput_offset, self.max_offset)
         if start >= end:
             return
+        if self._index_pending_keys(start, end):
+            return
         window = min(end, start + max(KEY_INDEX_WINDOW, 2 * self.max_message_size))
         try:
             records = self.commitlog.iter_records(start, window)
@@ -545,6 +553,26 @@ class MessageStore:
         reached = records[-1].next_offset if records else start
         self.keys.add(((r.physical_offset, r.store_timestamp, r.topic, r.properties) for r in records),
                       self._skip_padding(reached, end))
+
+    def _index_pending_keys(self, start: int, end: int) -> bool:
+        """Index the records this broker appended itself from memory while they follow on from ``start``
+        (a gap can only be end-of-segment padding); False if they do not begin there (the log is read)."""
+        pending, size = self._pending_keys, self.commitlog.segment_size
+        while pending and pending[0][0] < start:
+            pending.popleft()
+        taken: list[tuple[int, int, str, dict[str, str]]] = []
+        reached = start
+        while pending and pending[0][0] + pending[0][1] <= end:
+            offset, length, timestamp, topic, properties = pending[0]
+            if offset != reached and not (offset % size == 0 and offset > reached):
+                break
+            taken.append((offset, timestamp, topic, properties))
+            reached = offset + length
+            pending.popleft()
+        if not taken:
+            return False
+        self.keys.add(taken, self._skip_padding(reached, end))
+        return True
 
     @property
     def keys_behind(self) -> bool:

@@ -20,6 +20,7 @@ import websockets
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
+from mqctl.cluster.processes import free_port_span
 from services.common.bodylimit import BodyLimit
 from services.common.envelope import install_error_handlers, respond
 from services.common.httplimits import HttpLimits
@@ -58,9 +59,7 @@ def echo_app() -> FastAPI:
 
 @contextlib.contextmanager
 def running(limits: HttpLimits, app: FastAPI | None = None) -> Iterator[tuple[str, int]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port_span(1)  # below the kernel's ephemeral range
 
     async def nothing() -> None:
         return None

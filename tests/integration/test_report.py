@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from mqctl.cluster import LocalCluster, wait_until
+from mqctl.cluster.processes import free_port_span
 from services.broker import contract as bc
 from services.common.broker_client import BrokerClient
 from tests.integration.conftest import run_cli
@@ -46,9 +46,8 @@ def spark_home() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range (which an outgoing connection may take meanwhile)."""
+    return free_port_span(1)
 
 
 def spark_env() -> dict[str, str]:

@@ -18,6 +18,7 @@ import websockets.sync.client
 from fastapi import FastAPI, WebSocket
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from mqctl.cluster.processes import free_port_span
 from services.common.sniff import sniffing_protocol
 
 pytestmark = pytest.mark.component
@@ -35,9 +36,8 @@ class Echo(asyncio.Protocol):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range (which an outgoing connection may take meanwhile)."""
+    return free_port_span(1)
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,13 @@ made by tests/unit/corruption/test_store_corruption.py's helpers)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from mqctl.cluster.processes import free_port_pair
 from tests.unit.corruption.test_store_corruption import (
     SEG,
     damage_a_record,
@@ -28,11 +28,8 @@ def test_damaged_store_stops_the_broker_process_with_one_error_line(tmp_path: Pa
     (root / "epochFileCheckpoint").write_text("1\n1583951331\n0-0\n")
     expected = damage(root)
     conf = tmp_path / "broker.conf"
-    ports = []  # free ports, so that the failure is the store's and not the port check's
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
+    port = free_port_pair()  # free, and below the kernel's ephemeral ports: the failure is the store's
+    ports = [port, port + 1]
     conf.write_text(
         f"storePathRootDir={root}\nmappedFileSizeCommitLog={SEG}\nmaxMessageSize=1500\n"
         f"controllerAddr=127.0.0.1:1\nlistenPort={ports[0]}\nhaListenPort={ports[1]}\n"

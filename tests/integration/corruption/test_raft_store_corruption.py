@@ -15,7 +15,6 @@ import os
 import pickle
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mqctl.cluster.processes import free_port_pair
 from services.common.errors import ConfigError
 from services.controller import contract
 from services.controller.raft_store import check_raft_store
@@ -48,20 +48,6 @@ COMPACT_EARLY = ["-o", "raftLogCompactionMinEntries=2", "-o", "raftLogCompaction
 #: machine with parallel workers).
 DEADLINE = 30.0
 IDS = (1, 2, 3, 4)
-
-
-def free_port_pair() -> int:
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
 
 
 @dataclass
