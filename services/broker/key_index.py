@@ -123,7 +123,7 @@ class IndexFile:
     @classmethod
     def open(cls, path: Path) -> IndexFile:
         """The file, checked: IndexFileDamaged if its header or size is wrong."""
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)  # a symbolic link is refused (ELOOP), as in consumequeue/
         try:
             header = _Header.decode(os.pread(fd, HEADER_SIZE, 0))
             if header is None or not 0 < header.slots <= 2**26 or not 0 < header.capacity <= 2**28:
@@ -203,7 +203,8 @@ class KeyIndex:
         """Open the files; drop what cannot be trusted (see the module's docstring) and what indexes nothing
         the log still holds. ``indexed`` is then where indexing resumes."""
         self.root.mkdir(parents=True, exist_ok=True)
-        names = sorted(p for p in self.root.iterdir() if p.is_file() and len(p.name) == 20 and p.name.isdigit())
+        names = sorted(p for p in self.root.iterdir() if len(p.name) == 20 and p.name.isdigit()
+                       and (p.is_symlink() or p.is_file()))
         for path in names:
             try:
                 opened = IndexFile.open(path)

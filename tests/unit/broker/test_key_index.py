@@ -82,6 +82,21 @@ def test_a_damaged_file_is_dropped_and_a_truncated_log_cuts_the_index(tmp_path: 
     reopened.close()
 
 
+def test_a_symbolic_link_among_the_files_is_dropped_and_its_target_left_alone(tmp_path: Path) -> None:
+    index = KeyIndex(tmp_path / "index", slots=100, capacity=1000)
+    index.load(0, 0)
+    index.add(entries("T", (0, 1, "k")), 100)
+    index.close()
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"keep me")
+    (tmp_path / "index" / f"{200:020d}").symlink_to(target)
+    reopened = KeyIndex(tmp_path / "index", slots=100, capacity=1000)
+    reopened.load(0, 1000)
+    assert target.read_bytes() == b"keep me" and not (tmp_path / "index" / f"{200:020d}").exists()
+    assert reopened.lookup("T", "k", 5, 0, 10) == [0]
+    reopened.close()
+
+
 def test_the_store_finds_only_confirmed_messages_that_carry_the_key(tmp_path: Path) -> None:
     store = MessageStore(tmp_path / "store", "10.0.0.7:10911", 1 << 20)
     store.open()
