@@ -7,10 +7,12 @@ import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
  * Creates a topic as a client can, through the route of the auto-create topic (TBW102): UPDATE_AND_CREATE_TOPIC
- * to every master listed there; then waits until the topic's own route lists its queues. Prints
+ * to every master listed there, asked again every 10 s until the topic's own route lists its queues. Prints
  * {@code CREATED topic queues} on stdout.
  */
 final class CreateTopic {
+    private static final long ASK_AGAIN_MS = 10_000;
+
     private CreateTopic() {
     }
 
@@ -25,9 +27,15 @@ final class CreateTopic {
         options.checkAllRead();
         producer.start();
         try {
-            producer.createTopic(producer.getCreateTopicKey(), topic, queues, new HashMap<>());
             List<MessageQueue> found = List.of();
+            long askedAt = 0;
             while (found.size() < queues && !until.reached()) {
+                // asked again every ASK_AGAIN_MS while the route does not list the topic: a TBW102 route that
+                // lists no master (the group between two masters) makes createTopic ask nobody, silently
+                if (System.currentTimeMillis() - askedAt >= ASK_AGAIN_MS) {
+                    askedAt = System.currentTimeMillis();
+                    create(producer, topic, queues);
+                }
                 found = routed(producer, topic);
                 if (found.size() < queues) {
                     Thread.sleep(200);
@@ -41,6 +49,15 @@ final class CreateTopic {
             return 0;
         } finally {
             producer.shutdown();
+        }
+    }
+
+    @SuppressWarnings("deprecation")
+    private static void create(DefaultMQProducer producer, String topic, int queues) {
+        try {
+            producer.createTopic(producer.getCreateTopicKey(), topic, queues, new HashMap<>());
+        } catch (Exception e) {
+            System.err.println("createTopic " + topic + " failed, asked again: " + e);
         }
     }
 
