@@ -181,3 +181,26 @@ def test_query_message_answers_the_messages_with_the_key_in_rocketmqs_encoding(b
                                     query("k", max_num="x")])
 def test_a_malformed_query_is_refused_naming_the_field(broker: FakeBroker, fields: dict[str, str]) -> None:
     assert serve(broker, make_request(bh.QUERY_MESSAGE, 1, fields)).code == C.INVALID_PARAMETER
+
+
+def test_forged_entries_end_their_chain_and_never_answer_a_message_that_lacks_the_key(tmp_path: Path) -> None:
+    """Entries whose previous-entry links point forward or loop, and offsets into nowhere: the walk ends, and
+    the store reads every candidate back before answering it."""
+    store = MessageStore(tmp_path / "store", "10.0.0.7:10911", 1 << 20)
+    store.open()
+    try:
+        store.append_batch([Message("T", b"one", keys="k")], 1000)
+        store.set_confirm_offset(store.max_offset)
+        store.flush()
+        file = store.keys.files[-1]
+        entries_at = 64 + 4 * file.header.slots
+        forged = (b"\xff" * 4 + (10**12).to_bytes(8, "big") + (1000).to_bytes(8, "big")
+                  + (5).to_bytes(4, "big")) * 3  # a hash of nothing, offsets past the log, links forward
+        with open(file.path, "r+b") as raw:
+            raw.seek(entries_at + 24)
+            raw.write(forged)
+        assert [r.body for r in store.query_messages("T", "k", 10, 0, 2000)] == [b"one"]
+        assert store.query_messages("T", "other", 10, 0, 2000) == []
+        assert store.read_message(10**12) is None
+    finally:
+        store.close()
