@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mqctl.cluster import ControllerCluster, make_broker, processes
-from mqctl.cluster.processes import PORT_RANGE_ENV, free_port_pair
+from mqctl.cluster.processes import PORT_RANGE_ENV, free_port_pair, free_port_span
 
 pytestmark = pytest.mark.component
 
@@ -18,6 +18,14 @@ pytestmark = pytest.mark.component
 def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """As if no port had been handed out in this process yet."""
     monkeypatch.setattr(processes, "_HANDED_OUT", type(processes._HANDED_OUT)(maxlen=1024))
+
+
+def eight_free_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Narrow the port range to eight free ports of this worker's own range (a fixed block of numbers
+    may hold another worker's cluster)."""
+    first = free_port_span(8)
+    monkeypatch.setattr(processes, "_HANDED_OUT", type(processes._HANDED_OUT)(maxlen=1024))
+    monkeypatch.setenv(PORT_RANGE_ENV, f"{first}-{first + 7}")
 
 
 def peers_of(conf: Path) -> str:
@@ -31,7 +39,7 @@ def test_a_controller_cluster_never_gives_one_port_to_two_uses(tmp_path: Path, m
                                                                attempt: int) -> None:
     """Six ports out of eight: with each pair chosen on its own, a node's API port was often the Raft
     port of another (the third controller of a test then failed to bind)."""
-    monkeypatch.setenv(PORT_RANGE_ENV, f"{20000 + 16 * attempt}-{20007 + 16 * attempt}")
+    eight_free_ports(monkeypatch)
     cluster = ControllerCluster(tmp_path / "cluster")
     cluster.configure()
     peers = peers_of(tmp_path / "cluster" / "controller-n0" / "controller.conf")
@@ -42,7 +50,7 @@ def test_a_controller_cluster_never_gives_one_port_to_two_uses(tmp_path: Path, m
 
 def test_servers_chosen_one_after_the_other_get_different_ports(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(PORT_RANGE_ENV, "20200-20207")
+    eight_free_ports(monkeypatch)
     first = make_broker(tmp_path, "broker-a", 1, "127.0.0.1:1")
     second = make_broker(tmp_path, "broker-a", 2, "127.0.0.1:1")
     third = free_port_pair()

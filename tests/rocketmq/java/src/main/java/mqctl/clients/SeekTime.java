@@ -17,7 +17,7 @@ import org.apache.rocketmq.remoting.exception.RemotingException;
  * <pre>
  * STARTED   seek-time, client version, the timestamp
  * OFFSET    queue id, the offset the broker gave for the timestamp
- * RETRY     queue id, attempt, why: the question was lost with its connection and is asked again
+ * RETRY     queue id, attempt, why: the question (or the seek) was lost with its connection and is made again
  * CONSUMED  see Clients.consumed
  * DONE      messages consumed
  * </pre>
@@ -41,9 +41,12 @@ final class SeekTime {
             queues.sort(null);
             consumer.assign(queues);
             for (MessageQueue queue : queues) {
-                long offset = offsetForTimestamp(consumer, queue, timestamp, history);
+                long offset = retrying(queue, history, () -> consumer.offsetForTimestamp(queue, timestamp));
                 history.write("OFFSET", queue.getQueueId(), offset);
-                consumer.seek(queue, offset);
+                retrying(queue, history, () -> {
+                    consumer.seek(queue, offset);
+                    return offset;
+                });
             }
             long count = 0;
             while (!until.reached()) {
@@ -59,16 +62,22 @@ final class SeekTime {
         return 0;
     }
 
+    /** One step of the client that asks a broker: {@link #retrying} makes it again when the connection is lost. */
+    private interface Step {
+        long run() throws Exception;
+    }
+
     /**
-     * The broker's offset for the timestamp. On a busy machine a request of this client can time out, and the
-     * client then closes that connection, failing every other request in flight on it ("send request ...
-     * failed"): such a loss is asked again, as an application would, a few times.
+     * A request of this client lost with its connection is made again, as an application would, a few times.
+     * On a busy machine a request can time out, and the client then closes that connection, failing every
+     * other request in flight on it ("send request ... failed"); a seek also cancels the queue's pull task,
+     * and the pull it interrupts closes the connection the same way, under the seek's own question of the
+     * queue's minimum offset.
      */
-    private static long offsetForTimestamp(DefaultLitePullConsumer consumer, MessageQueue queue, long timestamp,
-                                           History history) throws Exception {
+    private static long retrying(MessageQueue queue, History history, Step step) throws Exception {
         for (int attempt = 1; ; attempt++) {
             try {
-                return consumer.offsetForTimestamp(queue, timestamp);
+                return step.run();
             } catch (MQClientException e) {
                 if (attempt >= 5 || !(e.getCause() instanceof RemotingException)) {
                     throw e;
