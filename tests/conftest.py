@@ -53,7 +53,7 @@ SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/t
                          "interop/test_java_clients.py": "rocketmq-java",
                          **{f"interop/test_{name}.py": "rocketmq-scenarios" for name in (
                              "java_brokers_failover", "our_brokers_under_rocketmq", "java_lifecycle", "java_retries",
-                             "java_transactions")}}
+                             "java_transactions", "mixed_group")}}
 SECOND_LEG = ("rocketmq", "rocketmq-java")
 #: Where each run writes its times (git-ignored).
 TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"

@@ -56,7 +56,8 @@ class Broker:
         self.io_lock = threading.Lock()
         self.store = MessageStore(config.store_dir, config.address, config.mappedFileSizeCommitLog,
                                   config.epoch_file, config.defaultTopicQueueNums, config.maxMessageSize,
-                                  config.commitlog_dir, config.maxHashSlotNum, config.maxIndexNum)
+                                  config.commitlog_dir, config.maxHashSlotNum, config.maxIndexNum,
+                                  config.rocketmqHaPeers)
         self.key = broker_key(config)
         # The parts, each built from the ones it needs (nothing refers back to the broker itself): the store
         # and its flushing, the controllers' view of the group (ReplicasManager), replication, which follows

@@ -29,10 +29,13 @@ from typing import Any
 
 from services.broker.record import (
     BLANK_MAGIC,
+    BLANK_MAGICS,
     HEAD_SIZE,
     LEGACY_MESSAGE_MAGIC,
     MESSAGE_MAGIC,
+    MESSAGE_MAGICS,
     MIN_BLANK,
+    ROCKETMQ_BLANK_MAGIC,
     Blank,
     CommitLogCorrupt,
     CommitLogError,
@@ -52,9 +55,12 @@ from services.broker.record import (
     encode,
     encode_properties,
     encode_record,
+    encode_rocketmq,
     index_entry,
+    message_of,
     peek,
     record_size,
+    rocketmq_record_size,
 )
 from services.common.durable import allocate, fsync_dir, fsync_file, reserve, write_all
 
@@ -69,7 +75,7 @@ log = logging.getLogger(__name__)
 
 RECOVER_SEGMENTS = 3
 _ANY_MAGIC = re.compile(b"(?=" + b"|".join(re.escape(m.to_bytes(4, "big")) for m in
-                                           (MESSAGE_MAGIC, LEGACY_MESSAGE_MAGIC, BLANK_MAGIC)) + b")")
+                                           sorted(MESSAGE_MAGICS | BLANK_MAGICS)) + b")")
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,10 @@ class CommitLog:
     segments: list[_Segment] = field(default_factory=list)
     flushed_offset: int = 0
     reserve_blocks: bool = True  # reserve each segment's disk blocks (durable.reserve); off only to measure it
+    #: Write RocketMQ's record layout (``rocketmqHaPeers``), with this broker's IPv4 address and port as
+    #: every record's storeHost; reading takes both layouts whatever this says.
+    rocketmq_format: bool = False
+    store_host: bytes = bytes(8)
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, flushed: int = 0, recover: bool = True) -> None:
@@ -163,7 +173,8 @@ class CommitLog:
         for r in records:
             topic_b, props_b = r.topic.encode("utf-8"), encode_properties(r.properties)
             check_lengths(topic_b, props_b)
-            size = HEAD_SIZE + len(topic_b) + 2 + len(props_b) + 4 + len(r.body)
+            size = (rocketmq_record_size(r.topic, r.properties, len(r.body)) if self.rocketmq_format
+                    else HEAD_SIZE + len(topic_b) + 2 + len(props_b) + 4 + len(r.body))
             if size + MIN_BLANK > self.segment_size:
                 raise CommitLogError(f"record of {size} bytes does not fit in a {self.segment_size}-byte segment")
             encoded.append((topic_b, props_b, size))
@@ -174,9 +185,14 @@ class CommitLog:
             used = offset % self.segment_size
             if used + size + MIN_BLANK > self.segment_size:
                 pad = self.segment_size - used
-                parts.append(blank_header(pad) + bytes(pad - MIN_BLANK))
+                parts.append(blank_header(pad, ROCKETMQ_BLANK_MAGIC if self.rocketmq_format else BLANK_MAGIC)
+                             + bytes(pad - MIN_BLANK))
                 offset += pad
-            parts.append(encode(topic_b, props_b, r.queue_id, r.queue_offset, offset, r.timestamp, r.body))
+            if self.rocketmq_format:
+                parts.append(encode_rocketmq(topic_b, r.properties, r.queue_id, r.queue_offset, offset, r.timestamp,
+                                             r.body, self.store_host))
+            else:
+                parts.append(encode(topic_b, props_b, r.queue_id, r.queue_offset, offset, r.timestamp, r.body))
             placed.append((offset, size))
             offset += size
         self.write_at(start, b"".join(parts))
@@ -349,23 +365,19 @@ class CommitLog:
         if len(head) < MIN_BLANK:
             return "no record there (beyond the end of the log)"
         total, magic = peek(head, 0)
-        if magic == BLANK_MAGIC:
+        if magic in BLANK_MAGICS:
             return "end-of-segment padding, not a message"
         room = self.segment_size - offset % self.segment_size
         buf = self.read(offset, min(max(total, MIN_BLANK), room))
         r = check_record(buf, 0, offset)
         if isinstance(r, Parsed):
-            return MessageRecord(r.topic, r.queue_id, r.queue_offset, offset, r.timestamp,
-                                 decode_properties(buf[r.props]), buf[r.body], r.total)
+            return message_of(buf, r, offset)
         return r if isinstance(r, str) else "not a message"
 
     def iter_records(self, start: int, end: int | None = None) -> list[MessageRecord]:
         """Every message with start <= offset < end (blank padding skipped). A damaged record on the
         way raises :class:`CommitLogCorrupt`."""
-        def make(buf: memoryview, r: Parsed, at: int) -> MessageRecord:
-            return MessageRecord(r.topic, r.queue_id, r.queue_offset, at, r.timestamp,
-                                 decode_properties(bytes(buf[r.props])), bytes(buf[r.body]), r.total)
-        return self._walk(start, end, make)
+        return self._walk(start, end, message_of)
 
     def iter_index(self, start: int, end: int | None = None) -> list[IndexEntry]:
         """Like :meth:`iter_records`, but only what a consume queue needs (the body is checked against
@@ -422,8 +434,7 @@ class CommitLog:
         pos = 0
         while pos < len(buf):
             total, magic = peek(buf, pos) if len(buf) - pos >= MIN_BLANK else (0, 0)
-            if total <= 0 or pos + total > len(buf) or magic not in (MESSAGE_MAGIC, LEGACY_MESSAGE_MAGIC,
-                                                                     BLANK_MAGIC):
+            if total <= 0 or pos + total > len(buf) or (magic not in MESSAGE_MAGICS and magic not in BLANK_MAGICS):
                 break
             if pos > 0 and pos + total > max_bytes:
                 break

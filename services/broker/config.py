@@ -91,6 +91,11 @@ class BrokerConfig(TlsProperties):
     slaveTimeout: int = 3000
     asyncLearner: bool = False
     syncFromLastFile: bool = False
+    #: Let RocketMQ's own brokers be replicas of this group (docs/security.md, "Mixed broker groups"): this
+    #: broker writes RocketMQ's record layout, and its replication port serves (and, as a slave, speaks)
+    #: RocketMQ's protocol without proof of identity to a member the controllers hold no key for, from the
+    #: IP address they have for it. Off by default; every broker of such a group needs it.
+    rocketmqHaPeers: bool = False
     maxMessageSize: int = 4 * 2**20
     defaultTopicQueueNums: int = 4
     #: Whether a send to a topic nobody created creates it (RocketMQ's default: true), with the queue count the

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.broker.record import (
-    BLANK_MAGIC,
-    LEGACY_MESSAGE_MAGIC,
-    MESSAGE_MAGIC,
+    BLANK_MAGICS,
+    MESSAGE_MAGICS,
     MIN_BLANK,
     MIN_RECORD,
     CommitLogCorrupt,
@@ -314,7 +313,7 @@ def _tile(queues: dict[tuple[str, int], ConsumeQueue], log_min: int, log_max: in
         kept[key] += 1
         expected, last = phys + size, (phys, size, key)
     else:  # nothing follows the last entry to check its size against: its record does
-        if last is None or header_at(last[0]) in ((last[1], MESSAGE_MAGIC), (last[1], LEGACY_MESSAGE_MAGIC)):
+        if last is None or (header_at(last[0])[0] == last[1] and header_at(last[0])[1] in MESSAGE_MAGICS):
             return kept, expected
     if last is not None:  # the entry before a fault may be the wrong one (its size): redo it too
         kept[last[2]] -= 1
@@ -339,7 +338,8 @@ def _padding(expected: int, phys: int, segment_size: int, header_at: Callable[[i
     """Whether the log from ``expected`` to ``phys`` (the next segment's start) is a BLANK record."""
     if phys % segment_size or not 0 < phys - expected < segment_size:
         return False
-    return header_at(expected) == (phys - expected, BLANK_MAGIC)
+    size, magic = header_at(expected)
+    return size == phys - expected and magic in BLANK_MAGICS
 
 
 def _open_queue_file(path: Path, readonly: bool = False) -> int:

@@ -49,6 +49,8 @@ class ControllerApi(Protocol):
     async def register_broker(self, cluster: str, broker_name: str, broker_id: int,
                               address: str) -> contract.MasterView: ...
     async def broker_keys(self, broker_name: str) -> dict[int, str]: ...
+
+    async def replica_addresses(self, broker_name: str) -> dict[int, str]: ...
     async def get_replica_info(self, broker_name: str) -> contract.MasterView: ...
     async def registered_replicas(self, broker_name: str) -> int: ...
     async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> contract.MasterView | None: ...
@@ -127,6 +129,13 @@ class BrokerControllerApi:
         """The public key of every broker id of ``broker_name``, as the controller holds them."""
         env = await self.client.call("GET", contract.BROKER_KEYS, params={"brokerName": broker_name})
         return {k.brokerId: k.publicKey for k in checked(contract.BrokerKeys, env.data).keys}
+
+    async def replica_addresses(self, broker_name: str) -> dict[int, str]:
+        """The address the controller has for every broker id of ``broker_name``, in sync or not."""
+        env = await self.client.call("GET", contract.SYNC_STATE_DATA, params={"brokerName": [broker_name]})
+        data = checked(contract.SyncStateData, env.data)
+        return {r.brokerId: r.brokerAddress for e in data.brokers if e.brokerName == broker_name
+                for r in (*e.inSyncReplicas, *e.notInSyncReplicas)}
 
     async def get_replica_info(self, broker_name: str) -> contract.MasterView:
         env = await self.client.call("GET", contract.REPLICA_INFO, params={"brokerName": broker_name})

@@ -165,12 +165,19 @@ class RemotingControllerApi:
 
     async def _registered_ids(self, broker_name: str) -> list[int]:
         """Every id the controllers have for the group, in sync or not (1006, which both kinds serve)."""
+        return list(await self.replica_addresses(broker_name))
+
+    async def replica_addresses(self, broker_name: str) -> dict[int, str]:
+        """The address the controllers have for every broker id of ``broker_name``, in sync or not."""
         answer = await self._call(make_request(RC.CONTROLLER_GET_SYNC_STATE_DATA, 0, None,
                                          bodies.encode_broker_names([broker_name])))
         with _answer_checked(answer):
             table = bodies.BrokerReplicasInfo.decode(answer.body).replicas_info_table if answer.body else {}
-        return [r.broker_id for i in table.values() for r in (*i.in_sync_replicas, *i.not_in_sync_replicas)
-                if r.broker_id is not None]
+        info = table.get(broker_name)
+        if info is None:
+            return {}
+        return {r.broker_id: r.broker_address or "" for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)
+                if r.broker_id is not None}
 
     async def elect_self(self, cluster: str, broker_name: str, broker_id: int) -> contract.MasterView | None:
         header = h.ElectMasterRequestHeader(cluster_name=cluster, broker_name=broker_name, broker_id=broker_id,

@@ -18,6 +18,11 @@ Record layout (big-endian)::
 
 A BLANK record is ``totalSize, BLANK_MAGIC`` followed by zeroes up to the segment end.
 
+A broker with ``rocketmqHaPeers=true`` writes RocketMQ's own record layout instead (its ``MessageDecoder``
+version 1, :func:`encode_rocketmq`), so that a RocketMQ broker can replicate it and replicate to it;
+every reader here takes both layouts, told apart by their magic codes (``ROCKETMQ_MAGIC``,
+``ROCKETMQ_BLANK_MAGIC``). RocketMQ's CRC covers the body alone, and its BLANK padding is not zeroed.
+
 Why the CRC covers the whole record: a CRC of the body alone (the older ``LEGACY_MESSAGE_MAGIC``
 records, still read) lets a flipped byte in the topic, the queue fields or the properties go unnoticed,
 and a message would silently move to another queue or lose its keys. Every record read back from a file
@@ -39,6 +44,22 @@ from services.common.errors import MqctlError
 MESSAGE_MAGIC = 0xA0B1C2D3
 LEGACY_MESSAGE_MAGIC = 0xAABBCCDD  # body-only CRC; written by older builds, read but never written
 BLANK_MAGIC = 0xBBCCDDEE
+#: RocketMQ's record (MessageDecoder.MESSAGE_MAGIC_CODE, version 1: a one-byte topic length) and BLANK magics.
+ROCKETMQ_MAGIC = 0xDAA320A7
+ROCKETMQ_MAGIC_V2 = 0xDAA320AB
+ROCKETMQ_BLANK_MAGIC = 0xCBD43194
+MESSAGE_MAGICS = frozenset({MESSAGE_MAGIC, LEGACY_MESSAGE_MAGIC, ROCKETMQ_MAGIC})
+BLANK_MAGICS = frozenset({BLANK_MAGIC, ROCKETMQ_BLANK_MAGIC})
+#: RocketMQ's layout up to the body: totalSize, magic, bodyCRC, queueId, flag, queueOffset, physicalOffset,
+#: sysFlag, bornTimestamp (then bornHost), storeTimestamp (then storeHost), reconsumeTimes,
+#: preparedTransactionOffset, bodyLength; the hosts are 8 bytes (IPv4) or 20 (IPv6, per sysFlag).
+_RMQ_A = struct.Struct(">iIIiiqqiq")  # totalSize .. bornTimestamp (48 bytes)
+_RMQ_B = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLength
+_I64 = struct.Struct(">q")
+BORNHOST_V6_FLAG = 0x1 << 4
+STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
+#: The reserved property a stored record keeps RocketMQ's extra message fields in (remoting_messages.WIRE).
+WIRE_PROPERTY = "__MQCTL.WIRE"
 _HEAD = struct.Struct(">iIIiqqqB")  # totalSize .. topicLength (41 bytes)
 _REST = struct.Struct(">iqqqB")  # queueId .. topicLength: the header after the CRC
 _BLANK = struct.Struct(">iI")
@@ -153,8 +174,9 @@ class NewRecord:
 class Blank:
     """Marker returned by :func:`decode_record` for end-of-segment padding."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, magic: int = BLANK_MAGIC) -> None:
         self.size = size
+        self.magic = magic
 
 
 def encode_properties(props: dict[str, str]) -> bytes:
@@ -214,8 +236,8 @@ def record_size(topic: str, properties: dict[str, str], body_len: int) -> int:
     return _HEAD.size + len(topic.encode("utf-8")) + 2 + len(encode_properties(properties)) + 4 + body_len
 
 
-def blank_header(size: int) -> bytes:
-    return _BLANK.pack(size, BLANK_MAGIC)
+def blank_header(size: int, magic: int = BLANK_MAGIC) -> bytes:
+    return _BLANK.pack(size, magic)
 
 
 def peek(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -232,6 +254,8 @@ class Parsed(NamedTuple):
     topic: str
     props: slice
     body: slice
+    #: RocketMQ's extra fields of a record in its layout, as the WIRE_PROPERTY value; None for ours.
+    wire: str | None = None
 
 
 def check_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> Parsed | Blank | str:
@@ -240,10 +264,13 @@ def check_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> Par
     if len(buf) - pos < MIN_BLANK:
         return "incomplete record header"
     total, magic = _BLANK.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC:
-        return Blank(total) if total >= MIN_BLANK else f"BLANK record of {total} bytes"
+    if magic in (BLANK_MAGIC, ROCKETMQ_BLANK_MAGIC):
+        return Blank(total, magic) if total >= MIN_BLANK else f"BLANK record of {total} bytes"
+    if magic == ROCKETMQ_MAGIC:
+        return _check_rocketmq(buf, pos, total, physical_offset)
     if magic != MESSAGE_MAGIC and magic != LEGACY_MESSAGE_MAGIC:
-        return f"unknown magic 0x{magic:08X}"
+        return f"unknown magic 0x{magic:08X}" + (" (RocketMQ's version 2 layout, for topics longer than 127 "
+                                                  "bytes, is not read)" if magic == ROCKETMQ_MAGIC_V2 else "")
     if total < MIN_RECORD:
         return f"totalSize {total} is smaller than any record"
     if len(buf) - pos < total:
@@ -288,13 +315,119 @@ def _frame(buf: bytes | memoryview, pos: int, total: int, topic_len: int) -> tup
     return slice(props_at, props_at + props_len), slice(body_at, end)
 
 
+def _host_size(sys_flag: int, bit: int) -> int:
+    return 20 if sys_flag & bit else 8
+
+
+def rocketmq_size(topic_len: int, props_len: int, body_len: int, sys_flag: int = 0) -> int:
+    """RocketMQ's ``calMsgLength`` for its version 1 layout."""
+    return (_RMQ_A.size + _host_size(sys_flag, BORNHOST_V6_FLAG) + 8 + _host_size(sys_flag, STOREHOSTADDRESS_V6_FLAG)
+            + _RMQ_B.size + body_len + 1 + topic_len + 2 + props_len)
+
+
+def _check_rocketmq(buf: bytes | memoryview, pos: int, total: int, physical_offset: int) -> Parsed | str:
+    """A record in RocketMQ's version 1 layout: the same checks as ours (its CRC is the body's alone)."""
+    if total < rocketmq_size(1, 0, 0) or len(buf) - pos < total:
+        return f"RocketMQ record of {total} bytes is incomplete or too small ({len(buf) - pos} bytes there)"
+    _, _, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = _RMQ_A.unpack_from(buf, pos)
+    if phys != physical_offset:
+        return f"physicalOffset field {phys} does not match the record's position {physical_offset}"
+    at = pos + _RMQ_A.size
+    born_size = _host_size(sys_flag, BORNHOST_V6_FLAG)
+    born = bytes(buf[at:at + born_size])
+    at += born_size
+    (store_ts,) = _I64.unpack_from(buf, at)
+    at += 8 + _host_size(sys_flag, STOREHOSTADDRESS_V6_FLAG)
+    end = pos + total
+    if at + _RMQ_B.size > end:
+        return "RocketMQ record header overruns the record"
+    reconsume, _prepared, body_len = _RMQ_B.unpack_from(buf, at)
+    body_at = at + _RMQ_B.size
+    if body_len < 0 or body_at + body_len + 3 > end:
+        return f"bodyLength {body_len} overruns the record"
+    topic_at = body_at + body_len + 1
+    topic_len = buf[topic_at - 1]
+    props_at = topic_at + topic_len + 2
+    if topic_len < 1 or props_at > end:
+        return f"topicLength {topic_len} overruns the record"
+    (props_len,) = _U16.unpack_from(buf, props_at - 2)
+    if props_len > MAX_PROPERTIES or props_at + props_len != end:
+        return f"propertiesLength {props_len} does not match totalSize {total}"
+    view = memoryview(buf)
+    if zlib.crc32(view[body_at:body_at + body_len]) & 0x7FFFFFFF != crc:
+        return "CRC mismatch"
+    topic = _topic(bytes(view[topic_at:topic_at + topic_len]))
+    if topic is None:
+        return "invalid topic " + repr(bytes(view[topic_at:topic_at + topic_len]))[2:-1][:160]
+    if queue_id < 0 or queue_offset < 0 or store_ts < 0:
+        return f"negative queueId {queue_id}, queueOffset {queue_offset} or storeTimestamp {store_ts}"
+    props = slice(props_at, end)
+    if props_len and not _properties_ok(bytes(view[props])):
+        return "properties are not UTF-8 name\\x01value\\x02 pairs"
+    ip, port = born[:-4], int.from_bytes(born[-4:], "big")
+    if not 0 <= port <= 65535:
+        port = 0
+    # the store host is whoever serves the message: its flag must not outlive this record's own layout
+    wire = f"{flag},{sys_flag & ~STOREHOSTADDRESS_V6_FLAG},{born_ts},{ip.hex()},{port},{reconsume}"
+    return Parsed(total, queue_id, queue_offset, store_ts, topic, props, slice(body_at, body_at + body_len), wire)
+
+
+def _wire_fields(props: dict[str, str], timestamp: int) -> tuple[int, int, int, bytes, int, int]:
+    """(flag, sysFlag, bornTimestamp, bornHost ip, bornHost port, reconsumeTimes) of a WIRE_PROPERTY value
+    (as remoting_messages.WireFields writes it); the defaults for none or a malformed one."""
+    parts = props.get(WIRE_PROPERTY, "").split(",")
+    try:
+        flag, sys_flag, born, ip_hex, port, reconsume = parts
+        ip = bytes.fromhex(ip_hex)
+        values = (int(flag), int(sys_flag), int(born), ip, int(port), int(reconsume))
+    except ValueError:
+        return 0, 0, timestamp, bytes(4), 0, 0
+    if len(ip) not in (4, 16) or not 0 <= values[4] <= 65535 \
+            or not all(-(2**31) <= v < 2**31 for v in (values[0], values[1], values[5])):
+        return 0, 0, timestamp, bytes(4), 0, 0
+    return values
+
+
+def encode_rocketmq(topic_b: bytes, properties: dict[str, str], queue_id: int, queue_offset: int,
+                    physical_offset: int, timestamp: int, body: bytes, store_host: bytes) -> bytes:
+    """A record in RocketMQ's version 1 layout: the WIRE_PROPERTY's fields in their own places (and not among
+    the properties), ``store_host`` the 8 bytes (IPv4 and port) of the broker that stored it."""
+    flag, sys_flag, born_ts, ip, port, reconsume = _wire_fields(properties, timestamp)
+    sys_flag &= ~STOREHOSTADDRESS_V6_FLAG
+    sys_flag = sys_flag | BORNHOST_V6_FLAG if len(ip) == 16 else sys_flag & ~BORNHOST_V6_FLAG
+    props_b = encode_properties({k: v for k, v in properties.items() if k != WIRE_PROPERTY})
+    check_lengths(topic_b, props_b)
+    total = rocketmq_size(len(topic_b), len(props_b), len(body), sys_flag)
+    return b"".join((
+        _RMQ_A.pack(total, ROCKETMQ_MAGIC, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+                    physical_offset, sys_flag, born_ts),
+        ip, port.to_bytes(4, "big"), _I64.pack(timestamp), store_host,
+        _RMQ_B.pack(reconsume, 0, len(body)), body, bytes((len(topic_b),)), topic_b,
+        _U16.pack(len(props_b)), props_b))
+
+
+def rocketmq_record_size(topic: str, properties: dict[str, str], body_len: int) -> int:
+    props = {k: v for k, v in properties.items() if k != WIRE_PROPERTY}
+    ip = _wire_fields(properties, 0)[3]
+    return rocketmq_size(len(topic.encode("utf-8")), len(encode_properties(props)), body_len,
+                         BORNHOST_V6_FLAG if len(ip) == 16 else 0)
+
+
 def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> MessageRecord | Blank | None:
     """Decode the record at ``buf[pos:]``; ``None`` if it is incomplete, damaged or invalid."""
     r = check_record(buf, pos, physical_offset)
     if not isinstance(r, Parsed):
         return r if isinstance(r, Blank) else None
-    return MessageRecord(r.topic, r.queue_id, r.queue_offset, physical_offset, r.timestamp,
-                         decode_properties(bytes(buf[r.props])), bytes(buf[r.body]), r.total)
+    return message_of(buf, r, physical_offset)
+
+
+def message_of(buf: bytes | memoryview, r: Parsed, physical_offset: int) -> MessageRecord:
+    """The message of a checked record (RocketMQ's extra fields, for its layout, as the WIRE_PROPERTY)."""
+    props = decode_properties(bytes(buf[r.props]))
+    if r.wire is not None:
+        props[WIRE_PROPERTY] = r.wire
+    return MessageRecord(r.topic, r.queue_id, r.queue_offset, physical_offset, r.timestamp, props,
+                         bytes(buf[r.body]), r.total)
 
 
 #: (topic, queueId, queueOffset, physicalOffset, size, tags)
@@ -347,7 +480,7 @@ def check_chunk(offset: int, data: bytes, segment_size: int, queue_nums: int, ma
             raise InvalidRecord(r, at)
         room = segment_size - at % segment_size
         if isinstance(r, Blank):
-            _check_blank(data, pos, r.size, room, at)
+            _check_blank(data, pos, r, room, at)
             pos += r.size
             continue
         _check_limits(r, room, queue_nums, max_body, at)
@@ -356,14 +489,15 @@ def check_chunk(offset: int, data: bytes, segment_size: int, queue_nums: int, ma
     return entries
 
 
-def _check_blank(data: bytes, pos: int, size: int, room: int, at: int) -> None:
+def _check_blank(data: bytes, pos: int, blank: Blank, room: int, at: int) -> None:
+    size = blank.size
     if size != room:
         raise InvalidRecord(f"BLANK record of {size} bytes does not end at the segment end ({room} bytes "
                             "left)", at)
     if pos + size > len(data):
         raise InvalidRecord("incomplete BLANK record", at)
-    if data.count(0, pos + MIN_BLANK, pos + size) != size - MIN_BLANK:
-        raise InvalidRecord("BLANK padding is not zeroes", at)
+    if blank.magic == BLANK_MAGIC and data.count(0, pos + MIN_BLANK, pos + size) != size - MIN_BLANK:
+        raise InvalidRecord("BLANK padding is not zeroes", at)  # RocketMQ leaves old bytes in its padding
 
 
 def _check_limits(r: Parsed, room: int, queue_nums: int, max_body: int, at: int) -> None:

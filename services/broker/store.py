@@ -107,10 +107,13 @@ class MessageStore:
     def __init__(self, root: Path, store_host: str, segment_size: int = 64 * 2**20,
                  epoch_file: Path | None = None, queue_nums: int = 4,
                  max_message_size: int = 4 * 2**20, commitlog_dir: Path | None = None,
-                 index_slots: int = DEFAULT_SLOTS, index_capacity: int = DEFAULT_CAPACITY) -> None:
+                 index_slots: int = DEFAULT_SLOTS, index_capacity: int = DEFAULT_CAPACITY,
+                 rocketmq_format: bool = False) -> None:
         self.root = root
         self.store_host = store_host
-        self.commitlog = CommitLog(commitlog_dir or root / "commitlog", segment_size)
+        self.commitlog = CommitLog(commitlog_dir or root / "commitlog", segment_size,
+                                   rocketmq_format=rocketmq_format,
+                                   store_host=bytes.fromhex(message_id_prefix(store_host)))
         self.queues = ConsumeQueueStore(root / "consumequeue")
         self.keys = KeyIndex(root / "index", index_slots, index_capacity)
         self.epochs = EpochFileCache(epoch_file or root / "epochFileCheckpoint")

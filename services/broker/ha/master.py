@@ -19,7 +19,7 @@ from services.broker.controller_api import ControllerApi
 from services.broker.ha.auth import BrokerKey
 from services.broker.ha.flow import FlowMonitor
 from services.broker.ha.frames import ProtocolError
-from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession
+from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession, State
 from services.broker.quorum import confirm_offset, need_ack_nums, quorum_offset
 from services.broker.store import MessageStore
 from services.broker.sync_state import SyncStateTracker
@@ -42,6 +42,9 @@ DEFINITE_ALTER_REFUSALS = frozenset({
 #: controller showing it committed: Raft may still commit it late.
 UNKNOWN_ALTER_GRACE_MS = 10_000
 
+#: How long a slave's handshake waits for the hello that starts its proof before, with ``rocketmqHaPeers``,
+#: the slave is taken for RocketMQ's own broker (whose protocol has none). Ours send both in one write.
+PLAIN_PEER_WAIT_S = 0.5
 #: A connection must prove its identity within this long, or it is closed.
 AUTH_TIMEOUT_MS = 5_000
 #: Connections that have not proved their identity yet, at most; more are closed at once. A group has a
@@ -328,7 +331,14 @@ class HAService:
     async def _read_loop(self, conn: SlaveConnection) -> None:
         try:
             while True:
-                data = await conn.reader.read(65536)
+                if self.config.rocketmqHaPeers and conn.session.state is State.HELLO:
+                    try:
+                        data = await asyncio.wait_for(conn.reader.read(65536), PLAIN_PEER_WAIT_S)
+                    except TimeoutError:
+                        await self._serve_plain(conn)
+                        continue
+                else:
+                    data = await conn.reader.read(65536)
                 if not data:
                     raise ConnectionError("closed by the slave")
                 for event in conn.session.receive(data, self.clock.monotonic_ms()):
@@ -342,6 +352,17 @@ class HAService:
             await self._close(conn, str(exc) or type(exc).__name__)
         except asyncio.CancelledError:
             pass
+
+    async def _serve_plain(self, conn: SlaveConnection) -> None:
+        """A handshake and no hello: RocketMQ's own broker (``rocketmqHaPeers``), if the controllers agree."""
+        try:
+            addresses = await self.api.replica_addresses(self.config.brokerName)
+        except (MqctlError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"cannot check the slave's id with the controller: {exc}") from None
+        event = conn.session.plain(await self._group_keys(), addresses, conn.peer.rpartition(":")[0])
+        log.warning("slave %d (%s) replicates over RocketMQ's protocol, without proof of identity "
+                    "(rocketmqHaPeers)", event.slave_id, conn.peer)
+        await self._on_authenticated(conn)
 
     async def _group_keys(self) -> dict[int, str]:
         try:

@@ -222,6 +222,26 @@ class MasterSession:
             raise ProtocolError("second handshake on one connection")
         raise ProtocolError(f"{type(frame).__name__} out of order (connection state {self.state.value})")
 
+    def plain(self, keys: dict[int, str], addresses: dict[int, str], peer_host: str) -> Authenticated:
+        """Serve a slave that sent its handshake and no hello: RocketMQ's own broker, whose protocol has no
+        proof of identity (allowed only with ``rocketmqHaPeers``; the I/O code waits a moment for a hello
+        first). Its id must be one the controllers registered in this group, hold no key (a broker with a
+        key proves itself, always: nobody may take its id by leaving the proof out) and be registered at
+        the address this connection comes from."""
+        if self.state is not State.HELLO:
+            raise ProtocolError(f"no handshake without proof is due (connection state {self.state.value})")
+        if self.slave_id not in addresses:
+            raise ProtocolError(f"broker id {self.slave_id} is not registered in {self.broker_name}")
+        if valid_public_key(keys.get(self.slave_id, "")):
+            raise ProtocolError(f"broker id {self.slave_id} has a key registered with the controller but did "
+                                "not prove it holds it")
+        registered = addresses[self.slave_id].rpartition(":")[0]
+        if registered != peer_host:
+            raise ProtocolError(f"broker id {self.slave_id} is registered at {addresses[self.slave_id]}, but this "
+                                f"connection comes from {peer_host}")
+        self.state = State.TRANSFER
+        return Authenticated(self.slave_id, self.learner)
+
     def challenge(self, keys: dict[int, str]) -> bytes:
         """The answer to the hello, once the keys are known: this master's signed challenge."""
         if self.state is not State.KEYS or self._binding is None:

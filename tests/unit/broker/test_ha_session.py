@@ -143,3 +143,42 @@ def test_transfer_from_where_is_minus_one_until_the_master_has_data() -> None:
     assert transfer_from_where(0, 0) == -1
     assert transfer_from_where(504, 0) == 0
     assert transfer_from_where(504, 504) == 504
+
+
+# --------------------------------------------------------------- RocketMQ's own brokers (rocketmqHaPeers)
+ADDRESSES = {1: "127.0.0.1:10911", 2: "127.0.0.1:10921", 3: "10.0.0.9:10931"}
+JAVA_KEYS = {1: MASTER_KEY.public_hex, 2: "", 3: ""}  # a RocketMQ broker registers no key
+
+
+def handshake_only(m: MasterSession, slave_id: int) -> None:
+    assert m.receive(SlaveHandshake(slave_id).encode(), 1) == []
+
+
+def test_a_member_without_a_key_from_its_registered_address_is_served_without_proof(store: MessageStore) -> None:
+    m = master(store)
+    handshake_only(m, 2)
+    assert m.plain(JAVA_KEYS, ADDRESSES, "127.0.0.1") == Authenticated(2, False)
+    assert m.receive(SlaveAck(0).encode(), 3) == [Acked(0, True)]
+
+
+@pytest.mark.parametrize("slave_id, keys, peer, reason", [
+    (2, KEYS, "127.0.0.1", "has a key registered"),        # an mqctl broker's id: it must prove itself
+    (3, JAVA_KEYS, "127.0.0.1", "registered at 10.0.0.9"),  # another host than the controllers have
+    (4, JAVA_KEYS, "127.0.0.1", "not registered"),          # an id the group does not have
+])
+def test_no_proof_is_refused_for_a_keyed_id_another_address_or_a_stranger(store: MessageStore, slave_id: int,
+                                                                           keys: dict[int, str], peer: str,
+                                                                           reason: str) -> None:
+    m = master(store)
+    handshake_only(m, slave_id)
+    with pytest.raises(ProtocolError, match=reason):
+        m.plain(keys, ADDRESSES, peer)
+    with pytest.raises(ProtocolError, match="before the slave proved"):
+        m.receive(SlaveAck(0).encode(), 3)
+
+
+def test_no_proof_is_due_once_the_hello_came(store: MessageStore) -> None:
+    m = master(store)
+    assert m.receive(SlaveHandshake(2).encode() + SlaveHello(b"n" * 32).encode(), 1) == [KeysNeeded(2)]
+    with pytest.raises(ProtocolError, match="no handshake without proof"):
+        m.plain(JAVA_KEYS, ADDRESSES, "127.0.0.1")
