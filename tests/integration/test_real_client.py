@@ -54,12 +54,14 @@ while (index < count if count >= 0 else not os.path.exists(stop_file)) and time.
     message.set_keys("seq-%d" % index)
     message.set_tags("tagA" if index % 2 == 0 else "tagB")
     message.set_body(big if index == 3 else "body-%d" % index)
-    try:
-        result = producer.send_sync(message)
-        print("OK", index, result.msg_id, flush=True)
-    except Exception as exc:
-        print("FAIL", index, type(exc).__name__, str(exc).splitlines()[0][:200], flush=True)
-        time.sleep(0.2)
+    for attempt in range(3):  # the client's first send can fail while its connection to the broker opens
+        try:
+            result = producer.send_sync(message)
+            print("OK", index, result.msg_id, flush=True)
+            break
+        except Exception as exc:
+            print("FAIL", index, type(exc).__name__, str(exc).splitlines()[0][:200], flush=True)
+            time.sleep(0.2)
     index += 1
 if count > 0:
     batch = []

@@ -3,16 +3,14 @@ controllers, replicating over RocketMQ's HA protocol (``rocketmqHaPeers=true`` o
 layout, and no proof of identity from a member the controllers hold no key for, from the address they have
 for it; docs/security.md, "Mixed broker groups").
 
-tests/interop/failover.py's scenario, its first fault: our broker starts first and is master at epoch 1;
-the Java brokers join as its slaves (the handshake, the epochs, the transfer and confirmOffset of RocketMQ's
-protocol, from our side) and the set grows to all three; the tier's Java producer sends through our name
-servers with every replica acking; our master is SIGKILLed and a Java slave takes over from what it
-replicated; the producer goes on, and a consumer reads every acknowledged message from the Java brokers.
-Then the new master's commitlog (records our broker wrote, and records RocketMQ's wrote after the
-failover) is read back with our own record checks.
-
-Not yet: our broker rejoining as a slave of a Java master (our slave side of the plain protocol), so the
-old master stays down."""
+tests/interop/failover.py's scenario, with a failover each way: our broker starts first and is master at
+epoch 1; the Java brokers join as its slaves (the handshake, the epochs, the transfer and confirmOffset of
+RocketMQ's protocol, served by ours) and the set grows to all three; the tier's Java producer sends through
+our name servers with every replica acking; our master is SIGKILLed and a Java slave takes over from what
+it replicated; our broker, restarted, reconciles its log with the Java master's epochs and replicates from
+it (the protocol's slave side, spoken by ours); the Java master is SIGKILLed and ours takes over again;
+then a consumer reads every acknowledged message. The first Java master's commitlog (records our broker
+wrote, and records RocketMQ's wrote) is read back with our own record checks."""
 
 from __future__ import annotations
 
@@ -109,6 +107,8 @@ class MixedBrokers:
 class Outcome:
     record: Record
     new_master_log: Path
+    #: The client ports of our broker and of the first RocketMQ master: the storeHost of their records.
+    ports: tuple[int, int]
 
 
 def run(root: Path, version: str) -> Outcome:
@@ -123,13 +123,18 @@ def run(root: Path, version: str) -> Outcome:
             scenario.start_producer()
             scenario.fail_master("master SIGKILLed", signal.SIGKILL)
             scenario.acknowledged_after("master SIGKILLed")
+            brokers.start(0)
+            scenario.rejoin("old master restarted", 0)
+            scenario.fail_master("RocketMQ's master SIGKILLed", signal.SIGKILL)
+            scenario.acknowledged_after("RocketMQ's master SIGKILLed")
             record = scenario.finish()
         finally:
             if scenario.producer is not None:
                 scenario.producer.kill()
             (root / "record.txt").write_text(scenario.record.summary())
-        master = int(record.milestones[-1].master_id or 0) - 1
-        return Outcome(record, root / "brokers" / f"java{master}" / "store" / "commitlog")
+        java_master = int(record.milestones[1].master_id or 0) - 1
+        ports = (int(brokers.address(0).rsplit(":", 1)[1]), int(brokers.address(java_master).rsplit(":", 1)[1]))
+        return Outcome(record, root / "brokers" / f"java{java_master}" / "store" / "commitlog", ports)
     finally:
         brokers.close()
         controllers.close()
@@ -140,26 +145,35 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     yield run(tmp_path_factory.mktemp("mixed-group"), PINNED)
 
 
-def test_java_slaves_replicate_from_our_master_and_one_takes_over_without_losing_a_message(outcome: Outcome) -> None:
+def test_a_group_of_both_kinds_fails_over_each_way_without_losing_a_message(outcome: Outcome) -> None:
     steps = {m.step: m for m in outcome.record.milestones}
     assert (steps["started"].master_id, steps["started"].master_epoch) == (1, 1)  # ours, the first started
     assert steps["started"].sync_state_set == (1, 2, 3)
-    assert steps["master SIGKILLed"].master_id in (2, 3) and steps["master SIGKILLed"].master_epoch == 2
+    # ours → RocketMQ's: the lowest id among the equal slaves
+    assert (steps["master SIGKILLed"].master_id, steps["master SIGKILLed"].master_epoch) == (2, 2)
     assert steps["master SIGKILLed"].sync_state_set == (2, 3)
-    assert len(outcome.record.acknowledged) >= 40
+    # ours, restarted, replicates from RocketMQ's master (truncating what it held past the failover)
+    assert steps["old master restarted"].sync_state_set == (1, 2, 3)
+    # RocketMQ's → ours
+    assert (steps["RocketMQ's master SIGKILLed"].master_id, steps["RocketMQ's master SIGKILLed"].master_epoch) == (1, 3)
+    assert steps["RocketMQ's master SIGKILLed"].sync_state_set == (1, 3)
+    assert len(outcome.record.acknowledged) >= 80
     assert not outcome.record.lost, f"acknowledged but not consumed: {sorted(outcome.record.lost)[:20]}"
 
 
 def test_the_java_masters_log_reads_with_our_record_checks(outcome: Outcome) -> None:
-    """Every record of the new master's first segment, ours (replicated) and its own, up to the zeroes of its
-    preallocated file, passes check_record."""
+    """Every record of the first RocketMQ master's first segment, up to the zeroes of its preallocated file,
+    passes check_record: those it replicated from our broker and those it stored itself (told apart by
+    their storeHost's port, bytes 68-72 of a record with an IPv4 born host)."""
     data = (outcome.new_master_log / f"{0:020d}").read_bytes()
-    pos, records = 0, 0
+    pos, stored_by = 0, []
     while pos + 8 <= len(data) and data[pos:pos + 8] != bytes(8):
         r = check_record(data, pos, pos)
         assert isinstance(r, Parsed), f"offset {pos}: {r}"
         assert not isinstance(r, Blank)
         assert int.from_bytes(data[pos + 4:pos + 8], "big") == ROCKETMQ_MAGIC
+        stored_by.append(int.from_bytes(data[pos + 68:pos + 72], "big"))
         pos += r.total
-        records += 1
-    assert records >= len(outcome.record.acknowledged)
+    ours, theirs = outcome.ports
+    assert stored_by.count(ours) >= 20 and stored_by.count(theirs) >= 20, (outcome.ports, set(stored_by))
+    assert stored_by == sorted(stored_by, key=lambda port: port != ours)  # ours first, then RocketMQ's own

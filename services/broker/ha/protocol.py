@@ -85,6 +85,10 @@ class SlaveStep:
 
 
 def slave_step(frame: Transfer, local_min: int, local_max: int, last_epoch: int) -> SlaveStep:
+    if frame.offset == -1 and not frame.body:
+        # RocketMQ's master, before it has anything to stream from (an empty log), beats with offset -1
+        # and its first epoch: only the confirmOffset counts.
+        return SlaveStep(None, b"", min(frame.confirm_offset, local_max))
     empty_log = local_max == local_min
     if frame.offset != local_max and not empty_log:
         raise ProtocolError(f"offset discontinuity: frame at {frame.offset}, local log ends at {local_max}")

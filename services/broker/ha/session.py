@@ -324,26 +324,49 @@ class MasterSession:
 
 # ---------------------------------------------------------------------- slave side
 
+#: The most bytes of one record (or end-of-segment padding) a slave keeps while the rest is to come: a BLANK
+#: fills a segment's end, so this bounds the segment size of a group with RocketMQ's brokers.
+MAX_PENDING = 1 << 30
+
+
+def whole_records_length(data: bytes) -> int:
+    """How many bytes at the start of ``data`` are whole records (by their totalSize fields). A size that no
+    record can have ends the count there with everything that follows, so the record checks refuse it."""
+    pos = 0
+    while len(data) - pos >= 8:
+        total = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+        if total < 8 or total > MAX_PENDING:
+            return len(data)
+        if pos + total > len(data):
+            break
+        pos += total
+    return pos
+
 
 class SlaveSession:
     """The connection to the master, on a slave."""
 
     def __init__(self, log: Log, broker_name: str, self_id: int, master_id: int, master_epoch: int,
                  key: BrokerKey, learner: bool = False, sync_from_last_file: bool = False,
-                 nonce: Callable[[], bytes] = new_nonce) -> None:
+                 nonce: Callable[[], bytes] = new_nonce, plain: bool = False) -> None:
         self.log, self.broker_name, self.self_id, self.key = log, broker_name, self_id, key
         self.master_id, self.master_epoch = master_id, master_epoch
         self.learner, self.sync_from_last_file = learner, sync_from_last_file
-        self.state = State.CHALLENGE
+        #: RocketMQ's own protocol, without proof (``rocketmqHaPeers``, a master the controllers hold no key
+        #: for: RocketMQ's broker): the handshake alone, and the master's epochs straight after it.
+        self.plain = plain
+        self.state = State.MASTER_HANDSHAKE if plain else State.CHALLENGE
         self.acked = -1  # the last offset acknowledged on this connection
         self._first_frame = True
         self._nonce = nonce()
         self._reader = MasterFrameReader()
         self._challenge: MasterChallenge | None = None
+        #: From RocketMQ's master: the start of a record whose rest is still to come (see _whole_records).
+        self._pending = b""
 
     def opening(self) -> bytes:
-        return (SlaveHandshake(self.self_id, self.sync_from_last_file, self.learner).encode()
-                + SlaveHello(self._nonce).encode())
+        handshake = SlaveHandshake(self.self_id, self.sync_from_last_file, self.learner).encode()
+        return handshake if self.plain else handshake + SlaveHello(self._nonce).encode()
 
     def receive(self, data: bytes) -> list[KeysNeeded | Reconcile | Transfers]:
         events: list[KeysNeeded | Reconcile | Transfers] = []
@@ -409,6 +432,8 @@ class SlaveSession:
         its frame's epoch is recorded or any byte written."""
         confirm = -1
         for frame in frames:
+            if self.plain:
+                frame = self._whole_records(frame)
             if self.starts_over((frame,)):
                 # The master's oldest data is past this log's end (protocol.transfer_start): start over there.
                 self.log.start_over(frame.offset)
@@ -422,6 +447,23 @@ class SlaveSession:
                 self.log.append_checked(frame.offset, step.append, checked)
             confirm = max(confirm, step.confirm_offset)
         return confirm
+
+    def _whole_records(self, frame: Transfer) -> Transfer:
+        """RocketMQ's master cuts its batches at a byte count, through records (ours never does): the
+        incomplete last record of a frame is kept until the rest of it comes, so that only whole records are
+        checked, written and acknowledged. A frame must continue where the kept bytes end."""
+        if not self._pending or (frame.offset == -1 and not frame.body):
+            data, start = frame.body, frame.offset
+        elif frame.offset != self.log.max_offset + len(self._pending):
+            raise ProtocolError(f"offset discontinuity: frame at {frame.offset}, the log and the part of a record "
+                                f"received end at {self.log.max_offset + len(self._pending)}")
+        else:
+            data, start = self._pending + frame.body, self.log.max_offset
+        whole = whole_records_length(data)
+        self._pending = data[whole:]
+        if len(self._pending) > MAX_PENDING:
+            raise ProtocolError(f"the master sent {len(self._pending)} bytes of one record")
+        return Transfer(start, frame.epoch, frame.epoch_start_offset, frame.confirm_offset, data[:whole])
 
     def _checked(self, offset: int, data: bytes) -> Any:
         try:

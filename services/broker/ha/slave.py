@@ -20,7 +20,7 @@ import httpx
 from services.broker.commitlog import CommitLogError, StoreNotWritable
 from services.broker.config import BrokerConfig
 from services.broker.contract import RUNTIME_INFO
-from services.broker.ha.auth import BrokerKey
+from services.broker.ha.auth import BrokerKey, valid_public_key
 from services.broker.ha.flow import FlowMonitor
 from services.broker.ha.frames import ProtocolError, Transfer
 from services.broker.ha.protocol import Unreconcilable
@@ -29,12 +29,22 @@ from services.broker.store import MessageStore
 from services.common import tls
 from services.common.addresses import http_url
 from services.common.clock import Clock
+from services.common.errors import MqctlError
+from services.common.remoting_client import RemotingClient
+from services.remoting.command import make_request
 
 log = logging.getLogger(__name__)
 
 #: How often a slave whose disk refused a write connects again to try (the master meanwhile goes on without it).
 STORE_RETRY_S = 2.0
 STORE_ERROR = "local store not writable: "
+#: RocketMQ's request for a master's replication address (AdminBrokerProcessor.updateBrokerHaInfo).
+EXCHANGE_BROKER_HA_INFO = 906
+
+
+def _host_port(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,7 @@ class HAClient:
                 log.error("replication from %s stopped: %s", self.master_address, self.error)
                 self._close()
                 return
-            except (TimeoutError, ProtocolError, ConnectionError, OSError, httpx.HTTPError) as exc:
+            except (TimeoutError, ProtocolError, ConnectionError, OSError, httpx.HTTPError, MqctlError) as exc:
                 log.warning("replication from %s interrupted: %s; reconnecting", self.master_address,
                             str(exc) or type(exc).__name__)
             except Exception as exc:  # never let the replication task die silently
@@ -152,8 +162,32 @@ class HAClient:
             raise ProtocolError(f"master {self.master_address} named no HA address: {str(address)[:80]!r}")
         return address
 
+    async def _rocketmq_master(self) -> bool:
+        """Whether the master is RocketMQ's own broker, served by its own protocol without proof: only with
+        ``rocketmqHaPeers``, and only when the controllers hold no key for the master's id (an mqctl master
+        always has one, and always proves itself)."""
+        if not self.config.rocketmqHaPeers:
+            return False
+        keys = await self.master.public_keys()
+        return not valid_public_key(keys.get(self.master.broker_id, ""))
+
+    async def _rocketmq_master_ha_address(self) -> str:
+        """A RocketMQ master's replication address, as it answers EXCHANGE_BROKER_HA_INFO (906) with an
+        empty request on its client port; its default (``listenPort + 1``) if it names none."""
+        client = RemotingClient(timeout_s=3.0)
+        try:
+            answer = await client.call(self.master_address, make_request(EXCHANGE_BROKER_HA_INFO, 0, {}))
+        finally:
+            await client.close()
+        address = (answer.ext_fields or {}).get("masterHaAddress") or ""
+        if answer.code == 0 and _host_port(address):
+            return address
+        host, _, port = self.master_address.rpartition(":")
+        return f"{host}:{int(port) + 1}"
+
     async def _session(self) -> None:
-        self.master_ha_address = await self._master_ha_address()
+        plain = await self._rocketmq_master()
+        self.master_ha_address = await (self._rocketmq_master_ha_address() if plain else self._master_ha_address())
         if self._stopped:
             return
         host, _, port = self.master_ha_address.rpartition(":")
@@ -163,7 +197,10 @@ class HAClient:
         self.state = "HANDSHAKE"
         m = self.master
         session = SlaveSession(self.store, self.config.brokerName, self.self_id, m.broker_id, m.epoch, m.key,
-                               self.config.asyncLearner, self.config.syncFromLastFile)
+                               self.config.asyncLearner, self.config.syncFromLastFile, plain=plain)
+        if plain:
+            log.warning("replicating from master %d (%s, %s) over RocketMQ's protocol, without proof of identity "
+                        "(rocketmqHaPeers)", m.broker_id, self.master_address, self.master_ha_address)
         await self._write(session.opening())
         heartbeat: asyncio.Task[None] | None = None
         try:

@@ -206,6 +206,13 @@ class TestSlaveStepContinuity:
         with pytest.raises(ProtocolError):
             slave_step(Transfer(900, 1, 0, 0), 0, 1000, 1)
 
+    def test_rocketmqs_heartbeat_before_streaming_carries_only_a_confirm_offset(self) -> None:
+        """RocketMQ's master beats with offset -1 and its first epoch until it has something to stream."""
+        step = slave_step(Transfer(-1, 1, 0, 700), 0, 1000, 3)
+        assert (step.append, step.new_epoch, step.confirm_offset) == (b"", None, 700)
+        with pytest.raises(ProtocolError, match="discontinuity"):
+            slave_step(Transfer(-1, 1, 0, 700, b"x"), 0, 1000, 3)  # never with data
+
     @pytest.mark.parametrize("offset", [0, 4096, 8192])
     def test_empty_log_accepts_any_start(self, offset: int) -> None:
         step = slave_step(Transfer(offset, 1, 0, offset + 10, b"abc"), 0, 0, -1)

@@ -4,14 +4,30 @@ anything. End-to-end streaming through the same sessions is in test_ha_inmemory.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 
 from services.broker.ha.auth import BrokerKey
-from services.broker.ha.frames import ProtocolError, SlaveAck, SlaveHandshake, SlaveHello, SlaveProof
+from services.broker.ha.frames import (
+    MasterHandshake,
+    ProtocolError,
+    SlaveAck,
+    SlaveHandshake,
+    SlaveHello,
+    SlaveProof,
+    Transfer,
+)
 from services.broker.ha.master import transfer_from_where
-from services.broker.ha.session import Acked, Authenticated, KeysNeeded, MasterSession, SlaveSession
+from services.broker.ha.session import (
+    Acked,
+    Authenticated,
+    KeysNeeded,
+    MasterSession,
+    Reconcile,
+    SlaveSession,
+)
 from services.broker.store import Message, MessageStore
 
 MASTER_KEY, SLAVE_KEY = BrokerKey.generate(), BrokerKey.generate()
@@ -182,3 +198,54 @@ def test_no_proof_is_due_once_the_hello_came(store: MessageStore) -> None:
     assert m.receive(SlaveHandshake(2).encode() + SlaveHello(b"n" * 32).encode(), 1) == [KeysNeeded(2)]
     with pytest.raises(ProtocolError, match="no handshake without proof"):
         m.plain(JAVA_KEYS, ADDRESSES, "127.0.0.1")
+
+
+def test_a_slave_of_rocketmqs_master_sends_its_handshake_alone_and_takes_the_epochs_next(store: MessageStore,
+                                                                                      tmp_path: Path) -> None:
+    other = MessageStore(tmp_path / "s", "127.0.0.1:10921")
+    other.open()
+    s = SlaveSession(other, "broker-a", 2, 1, 3, SLAVE_KEY, plain=True)
+    assert s.opening() == SlaveHandshake(2).encode()
+    m = master(store)
+    handshake_only(m, 2)
+    m.plain(JAVA_KEYS, ADDRESSES, "127.0.0.1")
+    assert s.receive(m.handshake()) == [Reconcile(0)]
+
+
+def test_a_slave_that_expects_proof_refuses_a_master_that_skips_it(store: MessageStore, tmp_path: Path) -> None:
+    other = MessageStore(tmp_path / "s", "127.0.0.1:10921")
+    other.open()
+    s = slave(other)
+    s.opening()
+    m = master(store)
+    handshake_only(m, 2)
+    m.plain(JAVA_KEYS, ADDRESSES, "127.0.0.1")
+    with pytest.raises(ProtocolError, match="challenge first"):
+        s.receive(m.handshake())
+
+
+def test_a_slave_of_rocketmqs_master_keeps_a_record_cut_by_a_batch_until_its_rest_comes(tmp_path: Path) -> None:
+    """RocketMQ's master cuts its transfer batches at a byte count, through records."""
+    src = MessageStore(tmp_path / "m", "127.0.0.1:10911", segment_size=1 << 16, rocketmq_format=True)
+    src.open()
+    src.epochs.append(1, 0)
+    for i in range(5):
+        src.append(Message("T", b"x" * 50 + bytes([i])), 1)
+    data = src.commitlog.read(0, src.max_offset)
+    dst = MessageStore(tmp_path / "s", "127.0.0.1:10921", segment_size=1 << 16, rocketmq_format=True)
+    dst.open()
+    s = SlaveSession(dst, "broker-a", 2, 1, 1, SLAVE_KEY, plain=True)
+    s.opening()
+    assert s.receive(MasterHandshake(0, 1, ((1, 0),)).encode()) == [Reconcile(0)]
+    s.reconcile(0)
+    size = len(data) // 5
+    cuts = [0, 37, size + 3, size + 4, 3 * size - 1, len(data)]
+    ends = []
+    for start, end in itertools.pairwise(cuts):
+        s.apply((Transfer(start, 1, 0, 0, data[start:end]),))
+        ends.append(dst.max_offset)
+        s.apply((Transfer(end, 1, 0, 0),))  # a heartbeat where the bytes received end
+    assert ends == [0, size, size, 2 * size, len(data)]
+    assert dst.commitlog.read(0, dst.max_offset) == data
+    with pytest.raises(ProtocolError, match="discontinuity"):
+        s.apply((Transfer(len(data) + 1, 1, 0, 0, b"x"),))
