@@ -16,6 +16,9 @@ still replicates and a write is acknowledged.
 Then the attack of a peer that claims the id of a real, registered slave (ids are public): while the real
 slave is paused, the impostor gets the master's challenge but cannot answer it, so its acks never count,
 the real slave's connection is not replaced, and no write is acknowledged that the real slave lacks.
+
+Last, with ``rocketmqHaPeers=true`` (RocketMQ's own brokers allowed, whose protocol has no proof): a
+handshake with no hello is refused for a stranger's id and for a real mqctl slave's id alike.
 """
 
 from __future__ import annotations
@@ -260,3 +263,37 @@ def test_a_peer_claiming_a_registered_slave_id_cannot_ack(
         os.kill(slave.process.pid, signal.SIGCONT)
     log = (master.store_dir / "logs" / "broker.log").read_text()
     assert f"failed to prove it is broker {slave_id}" in log
+
+
+def test_with_rocketmq_peers_allowed_no_id_of_an_mqctl_broker_is_served_without_proof(
+    controller: ControllerCluster, brokers: list[BrokerNode], tmp_path: Path
+) -> None:
+    """``rocketmqHaPeers=true`` serves a handshake with no hello only for an id the controller holds no key
+    for (RocketMQ's broker): a stranger's id and a real mqctl slave's id, claimed without proof from the
+    right address, are closed with nothing sent; the real slave still proves itself and replicates."""
+    props = {**HA, "rocketmqHaPeers": "true"}
+    master = make_broker(tmp_path, "broker-a", 1, controller.addresses, **props)
+    slave = make_broker(tmp_path, "broker-a", 2, controller.addresses, **props)
+    brokers.extend([master, slave])
+    master.start()
+    wait_role(master, "MASTER")
+    slave.start()
+    wait_role(slave, "SLAVE")
+    slave_id = runtime(slave)["brokerId"]
+    poll(lambda: [s["slaveId"] for s in ha_status(master)["slaves"]] == [slave_id], 30, "the real slave to connect")
+    claims = {"an unregistered id": attack(master.ha_port, SlaveHandshake(99).encode()),
+              "the real slave's id": attack(master.ha_port, SlaveHandshake(slave_id).encode())}
+    try:
+        still_open = [name for name, sock in claims.items() if not closed_by_peer(sock, 4.0)]
+    finally:
+        for sock in claims.values():
+            sock.close()
+    assert not still_open, f"the master kept these connections open: {still_open}"
+    assert [s["slaveId"] for s in ha_status(master)["slaves"]] == [slave_id]
+    log = (master.store_dir / "logs" / "broker.log").read_text()
+    assert "broker id 99 is not registered" in log
+    assert f"broker id {slave_id} has a key registered with the controller but did not prove it" in log
+    assert "without proof of identity" not in log  # the real slave proved itself
+    with BrokerClient(10.0) as client:
+        env = client.request(master.address, "POST", bc.SEND_MESSAGE, json={"topic": "T", "body": "two acks"})
+    assert env.code == RC.SUCCESS

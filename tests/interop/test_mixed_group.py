@@ -25,7 +25,7 @@ from mqctl.cluster import BrokerNode, make_broker
 from services.broker.record import ROCKETMQ_MAGIC, Blank, Parsed, check_record
 from tests.interop.failover import Record, Scenario
 from tests.interop.sides import OurControllers
-from tests.rocketmq import PINNED, RocketMQ
+from tests.rocketmq import SCENARIO_VERSIONS, RocketMQ
 from tests.rocketmq.errors import ProcessExited
 from tests.rocketmq.fetch import require_java
 from tests.rocketmq.javaclients import JavaClients
@@ -140,9 +140,9 @@ def run(root: Path, version: str) -> Outcome:
         controllers.close()
 
 
-@pytest.fixture(scope="module")
-def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
-    yield run(tmp_path_factory.mktemp("mixed-group"), PINNED)
+@pytest.fixture(scope="module", params=SCENARIO_VERSIONS)
+def outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+    yield run(tmp_path_factory.mktemp(f"mixed-group-{request.param}"), str(request.param))
 
 
 def test_a_group_of_both_kinds_fails_over_each_way_without_losing_a_message(outcome: Outcome) -> None:
