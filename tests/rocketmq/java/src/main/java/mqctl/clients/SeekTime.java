@@ -3,7 +3,9 @@ package mqctl.clients;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -18,6 +20,7 @@ import org.apache.rocketmq.remoting.exception.RemotingException;
  * STARTED   seek-time, client version, the timestamp
  * OFFSET    queue id, the offset the broker gave for the timestamp
  * RETRY     queue id, attempt, why: the question (or the seek) was lost with its connection and is made again
+ * RESEEK    queue id, the seek offset, the offset of the queue's first message: the seek was swallowed, made again
  * CONSUMED  see Clients.consumed
  * DONE      messages consumed
  * </pre>
@@ -40,26 +43,49 @@ final class SeekTime {
             List<MessageQueue> queues = new ArrayList<>(consumer.fetchMessageQueues(topic));
             queues.sort(null);
             consumer.assign(queues);
+            Map<Integer, Long> unchecked = new HashMap<>();  // queue id -> the offset its first message must have
+            Map<Integer, MessageQueue> byId = new HashMap<>();
             for (MessageQueue queue : queues) {
                 long offset = retrying(queue, history, () -> consumer.offsetForTimestamp(queue, timestamp));
                 history.write("OFFSET", queue.getQueueId(), offset);
-                retrying(queue, history, () -> {
-                    consumer.seek(queue, offset);
-                    return offset;
-                });
+                seek(consumer, queue, offset, history);
+                unchecked.put(queue.getQueueId(), offset);
+                byId.put(queue.getQueueId(), queue);
             }
             long count = 0;
+            int reseeks = 0;
             while (!until.reached()) {
                 Collection<MessageExt> polled = consumer.poll(500);
                 for (MessageExt message : polled) {
                     Clients.consumed(history, message);
                     count++;
+                    Long wanted = unchecked.remove(message.getQueueId());
+                    if (wanted != null && message.getQueueOffset() > wanted && reseeks++ < 8) {
+                        // the seek was swallowed: a pull task it cancelled took its offset (see seek)
+                        history.write("RESEEK", message.getQueueId(), wanted, message.getQueueOffset());
+                        seek(consumer, byId.get(message.getQueueId()), wanted, history);
+                        unchecked.put(message.getQueueId(), wanted);
+                    }
                 }
             }
             consumer.shutdown();
             history.write("DONE", count);
         }
         return 0;
+    }
+
+    /**
+     * Seek, made again when lost with its connection. RocketMQ's client can swallow a seek: the queue's pull
+     * task that the seek cancels may take the seek offset for its own last pull, whose result is then
+     * dropped, and the new task goes on from the old position; the run then sees a queue's first message
+     * past the seek offset, and seeks that queue again ({@code RESEEK}).
+     */
+    private static void seek(DefaultLitePullConsumer consumer, MessageQueue queue, long offset, History history)
+            throws Exception {
+        retrying(queue, history, () -> {
+            consumer.seek(queue, offset);
+            return offset;
+        });
     }
 
     /** One step of the client that asks a broker: {@link #retrying} makes it again when the connection is lost. */
