@@ -153,28 +153,18 @@ def report(*args: str, timeout: float = 240) -> dict[str, Any]:
 class LocalRun:
     dataset: Path
     summary: dict[str, Any]
-    #: Where the reference run's JVM wrote Spark's class archive as it exited (``MQCTL_SPARK_CDS=1``).
-    class_cache: Path
-
-
-def class_archive_env(cache: Path) -> dict[str, str]:
-    return {"MQCTL_SPARK_CDS": "1", "MQCTL_CACHE_DIR": str(cache)}
 
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory: pytest.TempPathFactory) -> LocalRun:
-    """The reference: the dataset reported on local[*]; its JVM also writes the class archive that
-    test_the_class_archive_is_written_once_then_used checks (one Spark start fewer)."""
+    """The reference: the dataset reported on local[*]."""
     root = tmp_path_factory.mktemp("local")
     dataset = history_dataset(root / "dataset")
-    result = run_cli("report", "--format", "json", "--input", str(dataset), "--output", str(root / "out"),
-                     "--as-of", str(AS_OF), env=class_archive_env(root / "cache"), timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary: dict[str, Any] = json.loads(result.stdout)
+    summary = report("--input", str(dataset), "--output", str(root / "out"), "--as-of", str(AS_OF))
     groups = {g["brokerName"]: g for g in summary["groups"]}
     assert (groups["broker-a"]["failovers"], groups["broker-a"]["divergentEpochs"]) == (2, [2])
     assert summary["cluster"]["clusterNames"] == ["DefaultCluster", "Other"]
-    return LocalRun(dataset, summary, root / "cache")
+    return LocalRun(dataset, summary)
 
 
 def test_malformed_dataset_is_one_line(tmp_path: Path) -> None:
@@ -188,14 +178,15 @@ def test_malformed_dataset_is_one_line(tmp_path: Path) -> None:
     assert errors[0].startswith(f"Error: malformed dataset {dataset}: {dataset}/epochs/epochs.jsonl: ")
 
 
-@pytest.mark.timeout(600)  # a report and the archive check, each a JVM: minutes on a loaded machine
+@pytest.mark.timeout(600)  # two reports and the archive check, each a JVM: minutes on a loaded machine
 def test_the_class_archive_is_written_once_then_used(local_run: LocalRun, tmp_path: Path) -> None:
-    """The first run's JVM (the reference run's) writes the archive as it exits; a detached process checks
-    it and moves it into place; the next run's JVM loads Spark's classes from it, and the report is the
-    same."""
-    cache = local_run.class_cache
-    env = class_archive_env(cache)
+    """The first run's JVM writes the archive as it exits; a detached process checks it and moves it into
+    place; the next run's JVM loads Spark's classes from it, and the report is the same."""
+    cache = tmp_path / "cache"
+    env = {"MQCTL_SPARK_CDS": "1", "MQCTL_CACHE_DIR": str(cache)}
     args = ["report", "--format", "json", "--input", str(local_run.dataset), "--as-of", str(AS_OF)]
+    first = run_cli(*args, "--output", str(tmp_path / "first"), env=env, timeout=240)
+    assert first.returncode == 0, first.stderr[-3000:]
     archives = wait_until(lambda: not list(cache.glob("*.tmp-*")) and list(cache.glob("spark-*.jsa")), 180,
                           "the class archive to be checked and moved into place", interval=0.5)
     assert len(archives) == 1 and sorted(cache.iterdir()) == archives
@@ -203,7 +194,7 @@ def test_the_class_archive_is_written_once_then_used(local_run: LocalRun, tmp_pa
     second = run_cli(*args, "--output", str(tmp_path / "second"), "--conf",
                      f"spark.driver.extraJavaOptions=-Xlog:class+load=info:file={loaded}", env=env, timeout=240)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert json.loads(second.stdout) == local_run.summary
+    assert json.loads(second.stdout) == json.loads(first.stdout) == local_run.summary
     spark_classes = [line for line in loaded.read_text().splitlines() if " org.apache.spark." in line]
     archived = sum("source: shared objects file (top)" in line for line in spark_classes)
     from_jars = sum("source: file:" in line for line in spark_classes)  # (lambdas are made at run time)
