@@ -313,7 +313,10 @@ def _tile(queues: dict[tuple[str, int], ConsumeQueue], log_min: int, log_max: in
         kept[key] += 1
         expected, last = phys + size, (phys, size, key)
     else:  # nothing follows the last entry to check its size against: its record does
-        if last is None or (header_at(last[0])[0] == last[1] and header_at(last[0])[1] in MESSAGE_MAGICS):
+        if last is None:
+            return kept, expected
+        size, magic = header_at(last[0])
+        if size == last[1] and magic in MESSAGE_MAGICS:
             return kept, expected
     if last is not None:  # the entry before a fault may be the wrong one (its size): redo it too
         kept[last[2]] -= 1

@@ -382,7 +382,7 @@ def _wire_fields(props: dict[str, str], timestamp: int) -> tuple[int, int, int, 
         values = (int(flag), int(sys_flag), int(born), ip, int(port), int(reconsume))
     except ValueError:
         return 0, 0, timestamp, bytes(4), 0, 0
-    if len(ip) not in (4, 16) or not 0 <= values[4] <= 65535 \
+    if len(ip) not in (4, 16) or not 0 <= values[4] <= 65535 or not -(2**63) <= values[2] < 2**63 \
             or not all(-(2**31) <= v < 2**31 for v in (values[0], values[1], values[5])):
         return 0, 0, timestamp, bytes(4), 0, 0
     return values

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from services.broker.record import MessageRecord
+from services.broker.record import WIRE_PROPERTY, MessageRecord
 from services.broker.store import Message
 from services.common.codes import ResponseCode
 from services.remoting.broker_headers import SendMessageRequestHeader
@@ -35,7 +35,8 @@ __all__ = ["RESERVED_PREFIX", "WIRE", "Refusal", "Stamp", "WireFields", "new_uni
            "to_store_messages"]
 
 RESERVED_PREFIX = "__MQCTL."
-WIRE = RESERVED_PREFIX + "WIRE"
+WIRE = WIRE_PROPERTY  # the store's record codec reads it too (RocketMQ's layout)
+assert WIRE.startswith(RESERVED_PREFIX)
 _WIRE_VALUE = re.compile(r"(-?\d{1,11}),(-?\d{1,11}),(-?\d{1,20}),((?:[0-9a-f]{8}){1,4}),(\d{1,5}),(-?\d{1,11})")
 
 

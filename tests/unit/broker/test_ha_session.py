@@ -5,6 +5,7 @@ anything. End-to-end streaming through the same sessions is in test_ha_inmemory.
 from __future__ import annotations
 
 import itertools
+import struct
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,20 @@ def test_a_slave_of_rocketmqs_master_keeps_a_record_cut_by_a_batch_until_its_res
     assert dst.commitlog.read(0, dst.max_offset) == data
     with pytest.raises(ProtocolError, match="discontinuity"):
         s.apply((Transfer(len(data) + 1, 1, 0, 0, b"x"),))
+
+
+@pytest.mark.parametrize("forged", [
+    struct.pack(">iI", 2**31 - 1, 0xDAA320A7) + bytes(64),  # a totalSize far past anything that can be kept
+    struct.pack(">iI", 4, 0xDAA320A7) + bytes(64),          # smaller than its own header
+    b"\xff" * 80,                                           # garbage
+])
+def test_a_rocketmq_masters_forged_sizes_and_garbage_close_the_connection(tmp_path: Path, forged: bytes) -> None:
+    dst = MessageStore(tmp_path / "s", "127.0.0.1:10921", segment_size=1 << 16, rocketmq_format=True)
+    dst.open()
+    s = SlaveSession(dst, "broker-a", 2, 1, 1, SLAVE_KEY, plain=True)
+    s.opening()
+    s.receive(MasterHandshake(0, 1, ((1, 0),)).encode())
+    s.reconcile(0)
+    with pytest.raises(ProtocolError, match="invalid record"):
+        s.apply((Transfer(0, 1, 0, 0, forged),))
+    assert dst.max_offset == 0
