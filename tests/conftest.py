@@ -18,8 +18,10 @@ every tier. Naming tests yourself (paths, ``-m`` or ``-k``) runs what you named,
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections import Counter
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -158,11 +160,15 @@ class Times:
 
     def __init__(self) -> None:
         self.started = time.monotonic()
+        self.machine_started = machine_cpu()
         self.tests: Counter[str] = Counter()
+        self.cpu: dict[str, float] = {}
         self.tier: dict[str, str] = {}
 
     def add(self, report: pytest.TestReport) -> None:
         self.tests[report.nodeid] += report.duration
+        spent = sum(v for k, v in report.user_properties if k == "cpu" and isinstance(v, (int, float)))
+        self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + spent
         self.tier[report.nodeid] = next((str(v) for k, v in report.user_properties if k == "tier"), "unknown")
 
     def lines(self, slowest: int = 20) -> list[str]:
@@ -175,6 +181,9 @@ class Times:
         labels = (*TIERS[:-1], *(f"slow:{k}" for k in SLOW_KINDS), "unknown")
         summary = ", ".join(f"{t} {counts[t]} tests {totals[t]:.0f} s" for t in labels if counts[t])
         out = [f"test times: wall {wall:.0f} s; by tier (test seconds, summed over workers): {summary}",
+               (f"CPU: {busy_share(self.machine_started, machine_cpu()):.0%} of the machine's cores busy over the "
+                f"run; {sum(self.cpu.values()):.0f} CPU seconds counted in the tests and the processes they started "
+                f"and waited for"),
                f"the {slowest} slowest:"]
         out += [f"  {seconds:7.1f} s  {self.tier[n]:<14} {n}" for n, seconds in self.tests.most_common(slowest)]
         return out
@@ -183,7 +192,44 @@ class Times:
         TIMES_DIR.mkdir(exist_ok=True)
         (TIMES_DIR / "summary.txt").write_text("\n".join(self.lines()) + "\n")
         (TIMES_DIR / "durations.txt").write_text("".join(
-            f"{seconds:.3f}\t{self.tier[n]}\t{n}\n" for n, seconds in self.tests.most_common()))
+            f"{seconds:.3f}\t{self.cpu.get(n, 0.0):.3f}\t{self.tier[n]}\t{n}\n" for n, seconds in self.tests.most_common()))
+
+
+def machine_cpu() -> tuple[int, int]:
+    """The machine's busy and total CPU ticks since boot (/proc/stat's first line), or zeros off Linux."""
+    try:
+        fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+_last_cpu = _cpu_seconds()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Each phase's report carries the CPU spent since the last one (in the worker that ran it), so a test's
+    own processes count towards it once reaped (a shared fixture's, towards the test whose end stops it)."""
+    global _last_cpu
+    report = yield
+    now = _cpu_seconds()
+    report.user_properties.append(("cpu", round(now - _last_cpu, 3)))
+    _last_cpu = now
+    return report
 
 
 _TIMES = Times()

@@ -26,7 +26,7 @@ from services.common.controller_client import ControllerClient
 from services.controller import contract
 from tests.integration.conftest import FAST_BROKER_PROPS, FAST_SCANS
 from tests.interop.java_failover import GROUPS, RESTARTED, THROUGHOUT, Outcome, Scenario
-from tests.rocketmq import VERSIONS, RocketMQCluster, ToolMissing, leftover_pids, probe
+from tests.rocketmq import SCENARIO_VERSIONS, RocketMQCluster, ToolMissing, leftover_pids, probe
 from tests.rocketmq.javaclients import JavaClients
 from tests.rocketmq.jvm import poll
 
@@ -144,7 +144,7 @@ def kit_or_skip(make: Callable[[], T]) -> T:
         pytest.skip(str(exc))
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="module", params=SCENARIO_VERSIONS)
 def clients(request: pytest.FixtureRequest) -> JavaClients:
     """The Java test program built against rocketmq-client of each tested version."""
     version: str = request.param

@@ -164,7 +164,9 @@ def scenario(clients: JavaClients, namesrv: str, folder: Path) -> Iterator[Side]
         assert created.wait(120) == 0, created.describe()
         side.runs.append(producer := clients.start("produce", folder / "send", namesrv=namesrv, topic=TOPIC,
                                                    modes="sync", group=PRODUCER, rounds=MESSAGES, linger="true",
-                                                   deadline_s=900))
+                                                   deadline_s=900, send_timeout_ms=20000))
+        # (every message must be sent: the questions count them. 3 s, the client's default for a send and its
+        # retries, ran out on a loaded machine while a JVM broker was slow to answer)
         wait_for(lambda: producer.history().paused, 180, "every message sent", (producer,))
         assert len(producer.history().sent) == MESSAGES, producer.describe()
         side.runs.append(consumer := clients.start("push", folder / "push", namesrv=namesrv, topic=TOPIC,

@@ -23,9 +23,9 @@ from tests.rocketmq.servers import Broker, ControllerGroup, NameServer, Runtime
 PINNED = "5.3.3"
 SECOND = "5.5.0"
 VERSIONS = (PINNED, SECOND)
-#: The versions the broker and client scenarios run against (mixed clusters, the consumers' life cycle,
-#: retries): the pinned one, as the controller and admin tests and the Java clients' failover run on both
-#: legs; MQCTL_ROCKETMQ_ALL_VERSIONS=1 runs the scenarios on both too (about five minutes more).
+#: The versions the broker and client scenarios run against (the Java clients' failover, mixed clusters, the
+#: consumers' life cycle, retries, transactions): the pinned one, as the controller and admin tests run on
+#: both legs; MQCTL_ROCKETMQ_ALL_VERSIONS=1 runs the scenarios on both too (about eight minutes more).
 SCENARIO_VERSIONS = VERSIONS if os.environ.get("MQCTL_ROCKETMQ_ALL_VERSIONS") == "1" else (PINNED,)
 
 __all__ = [
