@@ -19,7 +19,7 @@ MODULE_OF = {
                      "updateNamesrvConfig", "wipeWritePerm", "addWritePerm"), "namesrv"),
     **dict.fromkeys(("clusterList", "brokerStatus", "topicStatus", "consumerProgress", "consumerConnection",
                      "producerConnection"), "brokeradmin"),
-    "getBrokerConfig": "brokerconfig",
+    **dict.fromkeys(("getBrokerConfig", "updateBrokerConfig"), "brokerconfig"),
     "resetOffsetByTime": "offset",
     "queryMsgByKey": "query",
     **dict.fromkeys(("updateSubGroup", "deleteSubGroup"), "subgroup"),

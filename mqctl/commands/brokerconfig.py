@@ -1,6 +1,7 @@
 """mqadmin's getBrokerConfig: a broker's properties (GET_BROKER_CONFIG, 26), of one broker (-b) or of every
 master and slave of a cluster (-c, found through the name servers of -n), from RocketMQ's brokers or ours;
-``--format mqadmin`` prints what mqadmin prints.
+and updateBrokerConfig (UPDATE_BROKER_CONFIG, 25), which RocketMQ's brokers serve and ours refuse (a broker of
+ours changes its configuration only by a restart). ``--format mqadmin`` prints what mqadmin prints.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from mqctl.commands.brokeradmin import _cluster
 from mqctl.commands.namesrv import _Servers, _servers, namesrv_option
 from mqctl.options import format_option
 from mqctl.terminal import terminal_safe
-from services.common.errors import ConfigError, MqctlError
+from services.common.codes import ResponseCode, code_name
+from services.common.errors import ConfigError, MqctlError, RemoteError
 from services.common.props import parse_properties
 from services.remoting import admin_headers as ah
 from services.remoting.command import make_request
@@ -100,4 +102,93 @@ def _show(app: App, fmt: str, configs: list[tuple[str, str, dict[str, str] | Non
             app.print(table)
 
 
-COMMANDS = [get_broker_config]
+# ------------------------------------------------------------------------------------- updateBrokerConfig
+def _masters(servers: _Servers, cluster: str, slaves: bool) -> list[str]:
+    """CommandUtil.fetchMasterAddrByClusterName (or, with slaves, fetchMasterAndSlaveAddrByClusterName): the
+    addresses of the cluster's masters (and slaves), in the order of Java's HashSet."""
+    info = _cluster(servers)
+    names = info.cluster_addr_table.get(cluster)
+    if names is None:
+        raise MqctlError(f"cluster {cluster} is unknown to the name servers: make sure it exists and -n names "
+                         f"its name servers")
+    addresses: list[str] = []
+    for name in names:
+        data = info.broker_addr_table.get(name)
+        if data is not None:
+            addresses += list(data.broker_addrs.values()) if slaves else \
+                [data.broker_addrs[0]] if 0 in data.broker_addrs else []
+    return hash_map_order(addresses)
+
+
+def _update(servers: _Servers, address: str, key: str, value: str) -> None:
+    request = make_request(ah.UPDATE_BROKER_CONFIG, 0, body=f"{key}={value}\n".encode())
+    answer = servers.call(address, request)
+    if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        raise RemoteError(answer.code, f"broker {address} does not change its configuration at run time: "
+                                       f"mqctl's brokers take a change by a restart")
+    if answer.code != ResponseCode.SUCCESS:
+        raise RemoteError(answer.code, f"broker {address}: {answer.remark or code_name(answer.code)}")
+
+
+@click.command("updateBrokerConfig")
+@namesrv_option
+@click.option("-b", "--brokerAddr", "broker", help="One broker's address.")
+@click.option("-c", "--clusterName", "cluster", help="Every master of this cluster (with -a, every slave too).")
+@click.option("-a", "--updateAllBroker", "all_brokers", default=None,
+              help="With -c: the slaves too (mqadmin's option takes a value, which it ignores).")
+@click.option("-k", "--key", required=True, help="The property's name.")
+@click.option("-v", "--value", required=True, help="Its new value.")
+@format_option
+@pass_app
+def update_broker_config(app: App, namesrv: str | None, broker: str | None, cluster: str | None,
+                         all_brokers: str | None, key: str, value: str, fmt: str) -> None:
+    """Change one property of a running RocketMQ broker (UPDATE_BROKER_CONFIG, 25, to the broker of -b, or
+    to every master of -c's cluster, found on the name servers of -n; -a adds the slaves). RocketMQ's broker
+    keeps the change in its configuration file and refuses the properties of its black list (NO_PERMISSION).
+    mqctl's brokers refuse every change (REQUEST_CODE_NOT_SUPPORTED): they take one by a restart. With -c,
+    a broker that refuses is named on stderr and the others are still asked; the exit code is then 4.
+
+    \b
+    Examples:
+      mqctl updateBrokerConfig -n 127.0.0.1:9876 -b 127.0.0.1:10911 -k traceOn -v false
+      mqctl updateBrokerConfig -n 127.0.0.1:9876 -c DefaultCluster -a true -k traceOn -v false --format mqadmin
+    """
+    if bool(broker) == bool(cluster):
+        raise click.UsageError("give exactly one of -b brokerAddr and -c clusterName")
+    key, value = key.strip(), value.strip()
+    if not key or any(c in key for c in "=:\n\r \t") or any(c in value for c in "\n\r"):
+        raise click.UsageError(f"-k must be a property name and -v one line: got {key!r}={value!r}")
+    servers = _servers(app, namesrv, write=True)
+    done: list[str] = []
+    failed: list[RemoteError | MqctlError] = []
+    try:
+        targets = [broker.strip()] if broker else _masters(servers, str(cluster).strip(), all_brokers is not None)
+        for address in targets:
+            try:
+                _update(servers, address, key, value)
+                done.append(address)
+            except MqctlError as exc:
+                if broker:
+                    raise
+                failed.append(exc)
+    finally:
+        servers.remoting.close()
+    _show_updates(app, fmt, key, value, done)
+    for refusal in failed:
+        app.error(str(refusal))
+    if failed:
+        raise click.exceptions.Exit(RemoteError.exit_code)
+
+
+@terminal_safe
+def _show_updates(app: App, fmt: str, key: str, value: str, done: list[str]) -> None:
+    if fmt == "json":
+        app.print_json({"key": key, "value": value, "updated": done})
+    elif fmt == "mqadmin":
+        app.print_text("".join(f"update broker config success, {address}\n" for address in done))
+    else:
+        for address in done:
+            app.print(f"Broker {address}: {key}={value}")
+
+
+COMMANDS = [get_broker_config, update_broker_config]

@@ -1,4 +1,5 @@
-"""``python -m tests.chaos --minutes 10 [--seed N] [--hosts]``: a long fault-injection run with a verdict.
+"""``python -m tests.chaos --minutes 10 [--seed N] [--hosts | --java-clients]``: a long fault-injection run with a
+verdict.
 
 ``--hosts`` puts every node on a host of its own (network namespaces; needs root) and makes the network
 faults in the kernel between them (tests/chaos/hosts.py)."""
@@ -20,6 +21,8 @@ from tests.chaos.checker import check
 from tests.chaos.harness import FAULT_KINDS, HOST_FAULT_KINDS, ChaosRun
 from tests.chaos.hosts import CLIENT, HOSTS, topology_of
 from tests.netns.topology import NetnsUnavailable, Topology
+from tests.rocketmq import PINNED
+from tests.rocketmq.javaclients import JavaClients
 
 
 def _stop_on_sigterm() -> None:
@@ -42,7 +45,12 @@ def main() -> int:
     parser.add_argument("--json", default=None, help="write the verdict as JSON to this file")
     parser.add_argument("--controller-protocol", choices=("http", "remoting"), default="http",
                         help="how the brokers talk to the controllers")
+    parser.add_argument("--java-clients", action="store_true",
+                        help="RocketMQ's Java clients in the workload too: orderly, failing, delayed and transactional "
+                             "(tests/chaos/java_workload.py; needs java and mvn)")
     args = parser.parse_args()
+    if args.java_clients and args.hosts:
+        parser.error("--java-clients runs on loopback only")
     if args.hosts and args.inside is None:
         return on_hosts(args)
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
@@ -51,15 +59,17 @@ def main() -> int:
     kinds = args.faults.split(",") if args.faults else HOST_FAULT_KINDS if args.hosts else FAULT_KINDS
     run = ChaosRun(root, seed, args.minutes * 60, producers=args.producers, kinds=tuple(k for k in kinds if k),
                    on_event=lambda s: print(s, flush=True), controller_protocol=args.controller_protocol,
-                   topology=topology_of(args.inside) if args.inside else None)
+                   topology=topology_of(args.inside) if args.inside else None,
+                   java=JavaClients(PINNED).build() if args.java_clients else None)
     started = time.monotonic()
     try:
         run.start()
         history = run.run()
         assert run.cluster is not None
         run.heal(timeout=120)
+        run.drain_java()
         time.sleep(3)
-        verdict = check(run.cluster, history)
+        verdict = check(run.cluster, history, run.workload)
     finally:
         run.stop()
         if not args.data_dir:

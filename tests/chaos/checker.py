@@ -13,7 +13,8 @@ Checks (each returns a list of violations, empty when it holds):
   restarted broker kept out, no route naming anyone but the controller's master as id 0 or an address
   outside the group.
 - no master was elected while a stranger's huge frames were being read (``huge_frame``): a frame must not
-  hold a node up long enough to be taken for dead.
+  hold a node up long enough to be taken for dead;
+- with RocketMQ's Java clients in the workload, what java_workload.py says of their histories.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from services.broker import contract as bc
 from services.common.broker_client import BrokerClient, replica_addresses
 from services.controller import contract
 from tests.chaos.harness import GROUP, TOPIC, History
+from tests.chaos.java_workload import JavaWorkload
 
 
 @dataclass
@@ -75,7 +77,7 @@ def commitlog_bytes(cluster: DevCluster, name: str) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.iterdir()))
 
 
-def check(cluster: DevCluster, history: History) -> Verdict:
+def check(cluster: DevCluster, history: History, workload: JavaWorkload | None = None) -> Verdict:
     verdict = Verdict()
     state = cluster.sync_state(GROUP)
     master = cluster.master_of(GROUP)
@@ -98,6 +100,9 @@ def check(cluster: DevCluster, history: History) -> Verdict:
     verdict.add("controller history", _controller_history(events))
     verdict.add("attack effects", history.attack_effects[:20])
     verdict.add("failover during huge frames", _failovers_during(events, history, "huge_frame"))
+    if workload is not None:
+        for name, problems in workload.verdict(events).items():
+            verdict.add(name, problems)
     recoveries = [f.recovery_ms for f in history.faults if f.recovery_ms is not None]
     verdict.stats = {
         "acknowledged": len(by_status["ok"]), "failed": len(by_status["failed"]),
@@ -109,6 +114,8 @@ def check(cluster: DevCluster, history: History) -> Verdict:
         "recovery_ms_max": max(recoveries) if recoveries else None,
         "final_master_epoch": state.get("masterEpoch"),
     }
+    if workload is not None:
+        verdict.stats["java"] = workload.stats()
     return verdict
 
 

@@ -42,10 +42,13 @@ from services.remoting.bodies import SyncStateSet
 from services.remoting.command import RequestCode, make_request
 from services.remoting.headers import NotifyBrokerRoleChangedRequestHeader
 from tests.chaos.hosts import NETWORK_FAULT_KINDS, HostsCluster
+from tests.chaos.java_workload import BROKER_PROPS as JAVA_BROKER_PROPS
+from tests.chaos.java_workload import JavaWorkload
 from tests.chaos.netproxy import Proxy, ProxySet
 from tests.chaos.route_attack import attack as route_attack
 from tests.chaos.route_attack import poisoned, route_of
 from tests.netns.topology import IptablesUnavailable, NetemUnavailable, Topology
+from tests.rocketmq.javaclients import JavaClients
 from tests.support.frames import LARGEST_BODY, huge_request, send_frame
 from tests.support.strangers import TricklerProcess, channel_url, cross_site_channel, raise_fd_limit
 
@@ -189,6 +192,9 @@ class ChaosRun:
     broker_links: dict[str, list[Proxy]] = field(default_factory=dict)
     #: Hosts mode: every node on its own host of this topology (tests/chaos/hosts.py).
     topology: Topology | None = None
+    #: RocketMQ's Java clients in the workload too (tests/chaos/java_workload.py; loopback mode only).
+    java: JavaClients | None = None
+    workload: JavaWorkload | None = None
 
     def start(self) -> None:
         """Every broker reaches the controllers through its own proxies, so its link can be cut; in hosts
@@ -207,10 +213,15 @@ class ChaosRun:
             self.broker_links[node.name] = links
             conf = self.cluster.conf_file(node)
             addrs = ";".join(p.address for p in links)
+            extra = "".join(f"{k}={v}\n" for k, v in JAVA_BROKER_PROPS.items()) if self.java else ""
             conf.write_text("\n".join(f"controllerAddr={addrs}" if line.startswith("controllerAddr=") else line
                                       for line in conf.read_text().splitlines())
-                            + f"\ncontrollerProtocol={self.controller_protocol}\n")
+                            + f"\ncontrollerProtocol={self.controller_protocol}\n" + extra)
         self.cluster.up(timeout=120)
+        if self.java is not None:
+            namesrv = ";".join(c.address for c in self.cluster.controllers())
+            self.workload = JavaWorkload(self.java, self.data_dir / "java", namesrv, int(self.duration_s) + 900)
+            self.workload.start()
 
     def run(self) -> History:
         assert self.cluster is not None
@@ -230,6 +241,8 @@ class ChaosRun:
         finally:
             time.sleep(2.0)  # let the last fault's recovery show in the history
             stop.set()
+            if self.workload is not None:
+                self.workload.stop_producers()
             for w in workers:
                 w.join(timeout=15)
         for fault in self.history.faults:
@@ -655,7 +668,14 @@ class ChaosRun:
         if self.history.faults and self.history.faults[-1].healed_ms is None:
             self.history.faults[-1].healed_ms = now_ms()
 
+    def drain_java(self, timeout: float = 180.0) -> None:
+        """Once healed at the end: the Java consumers consume what they must, then every Java client stops."""
+        if self.workload is not None:
+            self.workload.drain(timeout)
+
     def stop(self) -> None:
+        if self.workload is not None:
+            self.workload.stop()
         if self.proxies is not None:
             self.proxies.close()
         if self.cluster is not None:

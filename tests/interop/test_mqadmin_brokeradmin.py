@@ -315,6 +315,36 @@ def test_get_broker_config_is_mqadmins_text(rocketmq: RocketMQCluster, theirs: S
     assert mine == real
 
 
+def trace_on(side: Side, addresses: list[str]) -> list[str]:
+    return [json.loads(ok("getBrokerConfig", "-n", side.namesrv, "-b", address, "--format", "json"))
+            ["brokers"][0]["config"]["traceOn"] for address in addresses]
+
+
+@pytest.mark.parametrize("how", ["-b", "-c -a"])
+def test_update_broker_config_prints_mqadmins_text_and_the_brokers_take_it(rocketmq: RocketMQCluster, theirs: Side,
+                                                                          how: str) -> None:
+    """(a) mqadmin's updateBrokerConfig sets traceOn to false on RocketMQ's master (-b), or on every master and
+    slave (-c with -a); mqctl's sets it back to true the same way: the same text, and each broker's
+    configuration shows each change."""
+    where = ("-b", theirs.master()) if how == "-b" else ("-c", "DefaultCluster", "-a", "true")
+    targets = [theirs.master()] if how == "-b" else \
+        [b["address"] for b in json.loads(ok("clusterList", "-n", theirs.namesrv, "--format", "json"))["brokers"]]
+    real = mqadmin_ok(rocketmq, "updateBrokerConfig", "-n", theirs.namesrv, *where, "-k", "traceOn", "-v", "false")
+    assert trace_on(theirs, targets) == ["false"] * len(targets)
+    mine = ok("updateBrokerConfig", "-n", theirs.namesrv, *where, "-k", "traceOn", "-v", "true", "--format", "mqadmin")
+    assert trace_on(theirs, targets) == ["true"] * len(targets)
+    assert mine == real and real.count("update broker config success, ") == len(targets), real
+
+
+def test_update_broker_config_is_refused_by_ours_with_the_reason(ours: Side) -> None:
+    """(b) Our brokers take a configuration change by a restart only: mqctl says so, and changes nothing."""
+    master = ours.master()
+    done = mqctl("updateBrokerConfig", "-n", ours.namesrv, "-b", master, "-k", "traceOn", "-v", "false")
+    assert (done.returncode, done.stdout) == (4, ""), done.stderr
+    assert " ".join(done.stderr.split()) == (f"Error: broker {master} does not change its configuration at run time: "
+                                             "mqctl's brokers take a change by a restart [REQUEST_CODE_NOT_SUPPORTED]")
+
+
 def test_mqadmin_reads_our_brokers_config(rocketmq: RocketMQCluster, ours: Side) -> None:
     """(b) mqadmin's getBrokerConfig -c against ours lists every replica's properties (ours, not RocketMQ's:
     their names and values cannot be equal) as mqctl renders the same answers, the auth token masked."""

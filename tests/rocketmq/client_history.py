@@ -18,7 +18,7 @@ LOCAL      seq, the local transaction's answer, the send result's local state, t
 CHECKED    seq, the answer, transaction id, msgId, reconsume times: a broker's check-back, answered
 SENT_ALL   sent, failed: a transaction-produce run's sends are over (it stays up for check-backs)
 CONSUMED   seq (-1 for a body the program did not write), queue id, queue offset, tags, keys, body length,
-           reconsume times, broker name, store host, msgId
+           reconsume times, broker name, store host, msgId, born timestamp (ms: when the client sent this copy)
 DONE       a summary; the run ended as asked
 =========  ==============================================================================================
 
@@ -84,6 +84,8 @@ class Consumed:
     broker: str
     store_host: str
     msg_id: str
+    #: When the producer sent this copy (each attempt of a retried send has its own); -1 in older histories.
+    born_ms: int = -1
 
     def mismatch(self) -> str | None:
         """What is wrong with this message against its number's keys, tag and body, or None."""
@@ -172,4 +174,4 @@ class History:
 
 def _consumed(f: list[str]) -> Consumed:
     return Consumed(int(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4], f[5], int(f[6]), int(f[7]), f[8],
-                    f[9].lstrip("/"), f[10])
+                    f[9].lstrip("/"), f[10], int(f[11]) if len(f) > 11 else -1)

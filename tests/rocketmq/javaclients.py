@@ -115,8 +115,10 @@ class JavaClients:
         folder.mkdir(parents=True, exist_ok=True)
         run = ClientRun(mode, folder)
         full = {**options, "history": run.history_file, "until": run.until_file}
-        if mode == "create-topic":
+        if mode in ("create-topic", "together"):  # (together: each line of its plan names its own files)
             full.pop("history")
+        if mode == "together":
+            full.pop("until")
         if mode == "produce":
             full["pause_while"] = run.pause_file
         run.start(self.command(require_java(), mode, folder, full))

@@ -26,10 +26,16 @@ final class Clients {
      * compiling, and a route query that times out while the consumer starts makes its start throw. A broker that
      * dies closes its connections, so the longer budget does not slow a failover.
      */
+    /**
+     * Appended to the client's instance name in this thread: each mode of a {@code together} run gets a client
+     * instance of its own (groups are unique per instance; two modes may use the same one, as two JVMs may).
+     */
+    static final ThreadLocal<String> INSTANCE_SUFFIX = ThreadLocal.withInitial(() -> "");
+
     static void configure(ClientConfig config, Options options, String role) {
         config.setNamesrvAddr(options.text("namesrv"));
         config.setMqClientApiTimeout((int) options.number("api-timeout-ms", 10_000));
-        config.setInstanceName(role + "-" + ProcessHandle.current().pid());
+        config.setInstanceName(role + "-" + ProcessHandle.current().pid() + INSTANCE_SUFFIX.get());
         config.setPollNameServerInterval((int) options.number("route-poll-ms", 1000));
         config.setHeartbeatBrokerInterval((int) options.number("heartbeat-ms", 1000));
         config.setPersistConsumerOffsetInterval((int) options.number("offset-persist-ms", 1000));
@@ -64,11 +70,14 @@ final class Clients {
         return end == 5 ? -1 : Long.parseLong(text.substring(5, end));
     }
 
-    /** One consumed message: seq, queue, offset, tags, keys, body length, reconsume times, broker, store host, id. */
+    /**
+     * One consumed message: seq, queue, offset, tags, keys, body length, reconsume times, broker, store host, id,
+     * born timestamp (the client's clock when it sent this copy: each attempt of a retried send has its own).
+     */
     static void consumed(History history, MessageExt message) {
         history.write("CONSUMED", seqOf(message.getBody()), message.getQueueId(), message.getQueueOffset(),
             message.getTags(), message.getKeys(), message.getBody().length, message.getReconsumeTimes(),
-            message.getBrokerName(), message.getStoreHost(), message.getMsgId());
+            message.getBrokerName(), message.getStoreHost(), message.getMsgId(), message.getBornTimestamp());
     }
 
     /** The end of a run: a file that appears ({@code --until}), or {@code --deadline-s} seconds. */

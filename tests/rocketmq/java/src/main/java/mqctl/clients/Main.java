@@ -17,8 +17,11 @@ import java.util.Arrays;
  * seek-time     --namesrv A --topic T --group G --history F --until FILE --timestamp MS   (SeekTime.java)
  * poison        --namesrv A --topic T --group G --history F --until FILE --poison-every K --max-reconsume N   (PoisonConsume.java)
  * transaction-produce  --namesrv A --topic T --history F --until FILE [--rounds 30] [--first 0] [--group G]
- *               [--pause-ms 20] [--send-timeout-ms 3000]    commit, roll back, leave to the check-back (TransactionProduce.java)
+ *               [--pause-ms 20] [--send-timeout-ms 3000] [--stop-sending FILE]
+ *               commit, roll back, leave to the check-back (TransactionProduce.java)
  * load          --namesrv A --topic T [--threads 4] [--size 1024] [--group G]   sends in slices asked on stdin (Load.java)
+ * together      --plan FILE      the modes of FILE's lines (a mode and its options, tab-separated), each in a
+ *               thread of this one JVM (Together.java)
  * </pre>
  *
  * Every mode also takes {@code --deadline-s} (600: the longest it runs), {@code --route-poll-ms},
@@ -45,7 +48,7 @@ public final class Main {
         System.exit(code);
     }
 
-    private static int run(String[] args) throws Exception {
+    static int run(String[] args) throws Exception {
         if (args.length == 0) {
             throw new Options.UsageError("a mode is required: create-topic, produce, push or lite-pull");
         }
@@ -67,6 +70,8 @@ public final class Main {
                 return TransactionProduce.run(options);
             case "load":
                 return Load.run(options);
+            case "together":
+                return Together.run(options);
             default:
                 throw new Options.UsageError("unknown mode " + args[0] + " in " + Arrays.toString(args));
         }

@@ -1,5 +1,6 @@
 package mqctl.clients;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.TransactionListener;
@@ -14,7 +15,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  * know yet (UNKNOW), which leaves the message to the broker's check-back. Every check-back is answered
  * COMMIT_MESSAGE, whichever message it asks about: a rolled-back message the broker wrongly asks about is then
  * committed, and a consumer sees it. After its sends the producer stays up (the broker's check-backs need a
- * producer of the group) until {@code --until}. History lines:
+ * producer of the group) until {@code --until}; with {@code --stop-sending FILE} its sends also end once FILE
+ * exists (it still answers check-backs until {@code --until}). History lines:
  * <pre>
  * STARTED      transaction-produce, client version
  * SENT         seq, transaction, send status, broker name, queue id, queue offset, msgId, store host (Produce.java)
@@ -35,6 +37,7 @@ final class TransactionProduce {
         long rounds = options.number("rounds", 30);
         long pauseMs = options.number("pause-ms", 20);
         Clients.Until until = new Clients.Until(options);
+        Path stopSending = options.has("stop-sending") ? Path.of(options.text("stop-sending")) : null;
         TransactionMQProducer producer = new TransactionMQProducer(options.text("group", "mqctl-java-transactions"));
         producer.setSendMsgTimeout((int) options.number("send-timeout-ms", 3000));
         Clients.configure(producer, options, "transaction-produce");
@@ -46,7 +49,8 @@ final class TransactionProduce {
             history.write("STARTED", "transaction-produce", Clients.version());
             int sent = 0;
             int failed = 0;
-            for (long seq = first; seq < first + rounds && !until.reached(); seq++) {
+            for (long seq = first; seq < first + rounds && !until.reached()
+                    && (stopSending == null || !Files.exists(stopSending)); seq++) {
                 if (send(producer, history, topic, seq)) {
                     sent++;
                 } else {
