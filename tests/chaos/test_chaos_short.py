@@ -16,7 +16,7 @@ from tests.rocketmq.javaclients import JavaClients
 pytestmark = pytest.mark.chaos
 
 SEED = int(os.environ.get("MQCTL_CHAOS_SEED", "20261121"))
-SECONDS = float(os.environ.get("MQCTL_CHAOS_SECONDS", "75"))
+SECONDS = float(os.environ.get("MQCTL_CHAOS_SECONDS", "60"))
 
 
 @pytest.mark.parametrize("protocol", ["http", "remoting"])
