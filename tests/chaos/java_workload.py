@@ -21,7 +21,6 @@ lose: the broker then asks, and this producer answers every check-back with a co
 
 from __future__ import annotations
 
-import itertools
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.rocketmq.client_history import History
-from tests.rocketmq.javaclients import ClientRun, JavaClients, wait_for
+from tests.rocketmq.javaclients import ClientRun, JavaClients, option_args, wait_for
 
 ORDERLY, DELAYED, POISON, TRANSACTIONS = "ChaosOrderly", "ChaosDelayed", "ChaosPoison", "ChaosTransactions"
 QUEUES = 4
@@ -68,8 +67,7 @@ TRANSACTION_PRODUCER = ("transaction-produce", {"topic": TRANSACTIONS, "group": 
 
 
 def _line(mode: str, options: dict[str, object]) -> str:
-    return "\t".join([mode, *itertools.chain.from_iterable((f"--{k.replace('_', '-')}", str(v))
-                                                             for k, v in options.items())])
+    return "\t".join([mode, *option_args(options)])
 
 
 @dataclass
@@ -114,10 +112,7 @@ class JavaWorkload:
                  "the Java clients to start", (self.run,))
 
     def history(self, name: str) -> History:
-        try:
-            return History.parse(self.files[name].read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return History()
+        return History.read(self.files[name])
 
     def stop_producers(self) -> None:
         self.producers_stop.touch()

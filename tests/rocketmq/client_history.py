@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 TAGS = ("TagA", "TagB", "TagC")
 PADDED_EVERY, PADDED_AT, PADDING = 50, 7, 5000
@@ -109,6 +110,14 @@ class History:
     #: The next seq of each PAUSED line.
     paused: tuple[int, ...] = ()
     other: tuple[str, ...] = ()
+
+    @classmethod
+    def read(cls, path: Path) -> History:
+        """The history file at ``path`` (empty while the client has not written it yet)."""
+        try:
+            return cls.parse(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return cls()
 
     @classmethod
     def parse(cls, text: str) -> History:

@@ -103,9 +103,7 @@ class JavaClients:
         return self
 
     def command(self, java: str, mode: str, folder: Path, options: dict[str, object]) -> list[str]:
-        args: list[str] = []
-        for name, value in options.items():
-            args += [f"--{name.replace('_', '-')}", str(value)]
+        args = option_args(options)
         return [java, *JAVA17_FLAGS, *COMMON_FLAGS, *HEAP, f"-Duser.home={folder}", "-cp", self.classpath,
                 MAIN_CLASS, mode, *args]
 
@@ -149,6 +147,11 @@ class JavaClients:
         return run.history()
 
 
+def option_args(options: dict[str, object]) -> list[str]:
+    """The program's ``--name value`` arguments for ``options`` (a Python name's underscores as dashes)."""
+    return [arg for name, value in options.items() for arg in (f"--{name.replace('_', '-')}", str(value))]
+
+
 @dataclass
 class ClientRun:
     """One running mode of the program."""
@@ -181,10 +184,7 @@ class ClientRun:
                                             stdin=subprocess.DEVNULL, cwd=self.folder, start_new_session=True)
 
     def history(self) -> History:
-        try:
-            return History.parse(self.history_file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return History()
+        return History.read(self.history_file)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
