@@ -5,7 +5,7 @@ module of every command, so that a command line imports the module of the comman
 (``mqctl getSyncStateSet`` does not load the broker's store); tests/unit/cli/test_lazy_commands.py checks it
 against the modules' ``COMMANDS``."""
 
-__all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "consume", "controller", "flush", "namesrv", "offset", "query", "quickstart",
+__all__ = ["broker", "brokeradmin", "brokerconfig", "cluster", "consume", "controller", "flush", "message", "namesrv", "offset", "query", "quickstart",
            "report", "route", "store", "subgroup", "tls", "topic"]
 
 MODULE_OF = {
@@ -13,7 +13,7 @@ MODULE_OF = {
                      "getControllerConfig", "updateControllerConfig"), "controller"),
     **dict.fromkeys(("startBroker", "sendMessage", "getBrokerEpoch", "haStatus"), "broker"),
     "consumeMessage": "consume",
-    "updateTopic": "topic",
+    **dict.fromkeys(("updateTopic", "deleteTopic"), "topic"),
     **dict.fromkeys(("topicRoute", "topicClusterList"), "route"),
     **dict.fromkeys(("topicList", "getKvConfig", "updateKvConfig", "deleteKvConfig", "getNamesrvConfig",
                      "updateNamesrvConfig", "wipeWritePerm", "addWritePerm"), "namesrv"),
@@ -22,6 +22,7 @@ MODULE_OF = {
     **dict.fromkeys(("getBrokerConfig", "updateBrokerConfig"), "brokerconfig"),
     "resetOffsetByTime": "offset",
     "queryMsgByKey": "query",
+    **dict.fromkeys(("queryMsgById", "queryMsgByUniqueKey", "queryMsgByOffset"), "message"),
     **dict.fromkeys(("updateSubGroup", "deleteSubGroup"), "subgroup"),
     "resetMasterFlushOffset": "flush",
     "cluster": "cluster",

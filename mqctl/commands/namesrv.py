@@ -57,13 +57,17 @@ class _Servers:
         try:
             return self.remoting.call(host, port, request, time.monotonic() + self.timeout)
         except UnreachableError as exc:
-            raise UnreachableError(f"name server {address}: {exc}", [address]) from None
+            raise UnreachableError(f"{self.what(address)} {address}: {exc}", [address]) from None
 
     def ok(self, address: str, request: RemotingCommand, accept: tuple[int, ...] = ()) -> RemotingCommand:
         answer = self.call(address, request)
         if answer.code != ResponseCode.SUCCESS and answer.code not in accept:
-            raise RemoteError(answer.code, f"name server {address}: {answer.remark or code_name(answer.code)}")
+            raise RemoteError(answer.code, f"{self.what(address)} {address}: {answer.remark or code_name(answer.code)}")
         return answer
+
+    def what(self, address: str) -> str:
+        """What an address is, in errors: one of -n's name servers, else a broker found through them."""
+        return "name server" if address in self.addresses else "broker"
 
     def first(self, request: RemotingCommand, accept: tuple[int, ...] = ()) -> RemotingCommand:
         """The answer of the first name server that answers (for reads, which any of them serves)."""
@@ -143,21 +147,27 @@ def _cluster_of(route: bodies.TopicRouteData, info: bodies.ClusterInfo) -> str:
 
 def _groups(servers: _Servers, route: bodies.TopicRouteData, topic: str) -> list[str]:
     """The consumer groups a broker of the topic knows (its master's, else any replica's)."""
+    return _groups_answered(servers, route, topic)[0]
+
+
+def _groups_answered(servers: _Servers, route: bodies.TopicRouteData, topic: str) -> tuple[list[str], int]:
+    """``_groups``, and the version of the broker that answered (0 if none did)."""
     if not route.broker_datas:
-        return []
+        return [], 0
     addrs = route.broker_datas[0].broker_addrs
     address = addrs.get(0) or next(iter(addrs.values()), None)
     if address is None:
-        return []
+        return [], 0
     answer = servers.call(address, make_request(QUERY_TOPIC_CONSUME_BY_WHO, 0, {"topic": topic}))
     if answer.code != ResponseCode.SUCCESS:
-        return []
+        return [], answer.version
     try:
         value = fastjson.loads(answer.body)
     except RemotingError:
-        return []
+        return [], answer.version
     groups = value.get("groupList") if isinstance(value, dict) else None
-    return hash_map_order(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else []
+    listed = hash_map_order(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else []
+    return listed, answer.version
 
 
 def _front(text: str, width: int) -> str:

@@ -83,7 +83,8 @@ class Broker:
         self.consumer_offsets = ConsumerOffsets(config.store_dir)
         self.slave_sync = SlaveSync.of(
             self._offsets_master, self.consumer_offsets,
-            TopicSync(self.store.created_topics, lambda _: self.namesrv.trigger(), RemotingClient(timeout_s=3.0)))
+            TopicSync(self.store.created_topics, lambda _: self.namesrv.trigger(), RemotingClient(timeout_s=3.0),
+                      lambda: list(self.store.deleted)))
         self.subscription_groups = SubscriptionGroups(config.store_dir / "config" / "subscriptionGroup.json",
                                                       self.clock)
         group_sync = GroupSync(self.subscription_groups, RemotingClient(timeout_s=3.0))
@@ -169,6 +170,14 @@ class Broker:
         self.metrics.put_status.labels(outcome.status).inc()
         self.metrics.put_messages.labels(outcome.status).inc(len(messages))
         return outcome
+
+    async def delete_topic(self, topic: str) -> str | None:
+        """DELETE_TOPIC_IN_BROKER's write: the topic's deletion mark (store.TOPIC_DELETED) through the put path,
+        so that it is replicated and confirmed as a message is, and hides the topic's messages on every replica
+        once confirmed. None when it is; else why not (a slave, too few in-sync replicas, a timeout)."""
+        outcome = await self.put([self.store.deletion_mark(topic)])
+        return None if outcome.status == "PUT_OK" else f"{outcome.status}: {outcome.remark}" if outcome.remark \
+            else outcome.status
 
     async def _put(self, messages: list[Message], validated: bool) -> PutOutcome:
         state = self.replicas.state

@@ -133,7 +133,14 @@ class OffsetTable:
 
     def remove_group(self, group: str) -> int:
         """Forget every offset of ``group`` (DELETE_SUBSCRIPTIONGROUP with cleanOffset); how many entries went."""
-        gone = [k for k in self._table if k.partition("@")[2] == group]
+        return self._remove([k for k in self._table if k.partition("@")[2] == group])
+
+    def remove_topic(self, topic: str) -> int:
+        """Forget every group's offsets of ``topic`` (DELETE_TOPIC_IN_BROKER, RocketMQ's cleanOffsetByTopic); how
+        many entries went."""
+        return self._remove([k for k in self._table if k.partition("@")[0] == topic])
+
+    def _remove(self, gone: list[str]) -> int:
         for key in gone:
             del self._table[key]
         self._resets = {mark: offset for mark, offset in self._resets.items() if mark[0] not in gone}

@@ -136,7 +136,8 @@ class BrokerRemoting:
             role=lambda: broker.role, epoch_cache=broker.epoch_cache, ha_status=broker.ha_status,
             role_change_notified=broker.replicas.on_role_change_notified, delay_offsets=broker.schedule.answer,
             transaction_progress=self.transactions.answer,
-            topics_changed=broker.namesrv.trigger, io_lock=broker.io_lock, groups=broker.subscription_groups))
+            topics_changed=broker.namesrv.trigger, io_lock=broker.io_lock, groups=broker.subscription_groups,
+            delete_topic=broker.delete_topic))
         self.offset_reset = OffsetResetProcessor(
             config.brokerName, store, broker.consumer_offsets, is_master, store.topic_config,
             lambda group: (broker.subscription_groups.get(group) is not None or bool(self.consumers.client_ids(group))
@@ -171,6 +172,7 @@ class BrokerRemoting:
             ah.QUERY_TOPIC_CONSUME_BY_WHO: stats.consume_by_who, ah.GET_TOPIC_CONFIG: admin.topic_config,
             ah.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_group, ah.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
             ah.DELETE_SUBSCRIPTIONGROUP: admin.delete_group, ah.GET_BROKER_CONFIG: admin.broker_config,
+            ah.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
             ah.INVOKE_BROKER_TO_RESET_OFFSET: self.offset_reset.serve,
             bh.QUERY_MESSAGE: self.query_message.query, bh.VIEW_MESSAGE_BY_ID: self.query_message.view,
         }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from services.broker.consumer_offsets import SYNC_INTERVAL_S, ConsumerOffsets
 from services.broker.namesrv_registration import AUTO_CREATE_TOPIC
@@ -55,13 +55,17 @@ class GroupSync:
 
 class TopicSync:
     """The master's topic configs, kept in this broker's registry: a topic it does not hold is created, one
-    whose config differs is updated (never removed: a topic is deleted nowhere). A config this broker cannot
-    keep (topics.config_problem) is skipped with a warning; the master's answer is as hostile as any."""
+    whose config differs is updated, and one the master no longer holds is removed if this broker's log holds
+    its deletion (``deleted``: the topics whose deletion mark the store has indexed; a topic the master has not
+    created yet stays). A config this broker cannot keep (topics.config_problem) is skipped with a warning; the
+    master's answer is as hostile as any."""
 
-    def __init__(self, registry: TopicRegistry, on_created: Callable[[list[str]], None], client: RemotingClient) -> None:
+    def __init__(self, registry: TopicRegistry, on_created: Callable[[list[str]], None], client: RemotingClient,
+                 deleted: Callable[[], Collection[str]] = frozenset) -> None:
         self.registry = registry
         self.on_created = on_created
         self.client = client
+        self.deleted = deleted
 
     async def sync_from(self, address: str) -> bool:
         try:
@@ -74,6 +78,9 @@ class TopicSync:
             log.warning("topics from master %s: %s", address, exc)
             return False
         known = self.registry.configs
+        for name in sorted(set(known) - set(table) & set(self.deleted())):
+            if await asyncio.to_thread(self.registry.remove, name):
+                log.info("topic %s removed: deleted on master %s", name, address)
         wanted = [c for name, c in sorted(table.items()) if name != AUTO_CREATE_TOPIC and name == c.topic_name
                   and known.get(name) != c]
         keep = [c for c in wanted if config_problem(c) is None]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
-from services.broker.consume_queue import ConsumeQueueStore
+from services.broker.consume_queue import ConsumeQueue, ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
 from services.broker.key_index import DEFAULT_CAPACITY, DEFAULT_SLOTS, KeyIndex
 from services.broker.record import MAX_TOPIC_LENGTH, CommitLogCorrupt, IndexEntry, queue_bound, valid_topic
@@ -40,6 +40,11 @@ MASTER_FLUSHED = "masterFlushedOffset"
 _PENDING_MAX = 200_000  # replicated records indexed from memory; beyond that, dispatch reads the log
 #: The commitlog read at most per flush to index message keys (at least two of the largest messages).
 KEY_INDEX_WINDOW = 8 * 2**20
+#: The system topic of the records that mark a topic's deletion (DELETE_TOPIC_IN_BROKER): one record in queue 0,
+#: the deleted topic's name as its tags and body. The mark is in the log, so it is replicated with it, survives
+#: a restart and is cut by a truncation like any message; its queue makes every message before it unreadable
+#: (``deletion_mark``).
+TOPIC_DELETED = "rmq_sys_mqctl_TOPIC_DELETED"
 
 
 class StoreClosed(Exception):
@@ -136,6 +141,10 @@ class MessageStore:
         self._pending_keys: deque[tuple[int, int, int, str, dict[str, str]]] = deque()
         self._queue_offsets_stale = False
         self.reput_offset = 0
+        #: Deleted topics: the commitlog offset of each one's latest deletion mark (messages before it are gone),
+        #: and per queue of such a topic the first queue offset after the mark (found when first needed).
+        self.deleted: dict[str, int] = {}
+        self._hidden: dict[tuple[str, int], tuple[int, int]] = {}  # queue -> (mark offset, first offset after)
         self.index_error: str | None = None  # why the consume queues could not be written (None: they can)
         self.checkpoint_error: str | None = None  # why the last flush could not save the queues or the checkpoint
         self.closed = False
@@ -174,6 +183,7 @@ class MessageStore:
         self._confirm_offset = min(max(checkpoint.get("confirmOffset", 0), indexed), log_max)
         self._rebuild_queue_offsets()
         self.dispatch()
+        self._load_marks()
 
     def _check_open(self) -> None:
         if self.closed:
@@ -337,6 +347,7 @@ class MessageStore:
             entries.append(entry)
             last = entry[3] + entry[4]
         self.queues.dispatch_many(entries)
+        self._note_marks(entries)
         if last == self.reput_offset and end > self.reput_offset:
             last = self._skip_padding(self.reput_offset, end)
         self.reput_offset = last
@@ -359,6 +370,7 @@ class MessageStore:
             reput = offset + length
             pending.popleft()
         self.queues.dispatch_many(entries)
+        self._note_marks(entries)
         self.reput_offset = reput
 
     def _skip_padding(self, offset: int, end: int) -> int:
@@ -382,6 +394,8 @@ class MessageStore:
         self.keys.truncate(offset)
         self.epochs.truncate_suffix_by_offset(offset + 1)  # epochs starting past the new end
         self._rebuild_queue_offsets()
+        if any(at >= offset for at in self.deleted.values()):  # a deletion cut with the log did not happen
+            self._load_marks()
 
     # ------------------------------------------------------------------ retention
     def segment_infos(self) -> list[SegmentInfo]:
@@ -418,13 +432,15 @@ class MessageStore:
         self.keys.destroy()
         self.keys.indexed = offset
         self.next_queue_offsets.clear()
+        self.deleted.clear()
+        self._hidden.clear()
 
     # ------------------------------------------------------------------ reads
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> GetResult:
         cq = self.queues.queue(topic, queue_id)
         if cq is None:
             return GetResult("NO_MATCHED_LOGIC_QUEUE", 0, 0, 0, [])
-        min_q, max_q = cq.min_offset, cq.count
+        min_q, max_q = self._first_visible(topic, queue_id, cq), cq.count
         if queue_offset > max_q:
             return GetResult("OFFSET_OVERFLOW_BADLY", max_q, min_q, max_q, [])
         if queue_offset < min_q or queue_offset < 0:  # retention deleted it: go on from the oldest kept
@@ -471,15 +487,29 @@ class MessageStore:
         return remark
 
     def topic_names(self) -> list[str]:
-        """Every topic this store holds: written to, indexed, or created (sorted)."""
-        return sorted({t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues}
-                      | self.created_topics.names)
+        """Every topic this store holds: written to, indexed, or created (sorted); not one deleted since, nor
+        the deletion marks' own topic."""
+        held = {t for t, _ in self.next_queue_offsets} | {t for t, _ in self.queues.queues}
+        return sorted({t for t in held if self._shown(t)} | self.created_topics.names)
 
     def has_topic(self, topic: str) -> bool:
         """Whether ``topic`` is one of ``topic_names()``, without listing them."""
-        return topic in self.created_topics.names or any(
+        return topic in self.created_topics.names or (self._shown(topic) and any(
             (topic, qid) in self.next_queue_offsets or (topic, qid) in self.queues.queues
-            for qid in range(self.queue_nums))
+            for qid in range(self.queue_nums)))
+
+    def _shown(self, topic: str) -> bool:
+        """Whether a topic that has queues is listed: not the marks' topic, and if it was deleted, only once
+        it has a message after its deletion (dispatched, or appended and not yet indexed)."""
+        if topic == TOPIC_DELETED:
+            return False
+        if topic not in self.deleted:
+            return True
+        for (t, qid), cq in list(self.queues.queues.items()):
+            if t == topic and cq.count > self._first_visible(t, qid, cq):
+                return True
+        return any(t == topic and written > (self.queues.queues[(t, q)].count if (t, q) in self.queues.queues
+                                             else 0) for (t, q), written in list(self.next_queue_offsets.items()))
 
     def topic_config(self, topic: str) -> TopicConfig | None:
         """``topic``'s config: as created (topics.py), else the implicit one of a topic that has messages;
@@ -507,7 +537,7 @@ class MessageStore:
             queue_rows: list[dict[str, object]] = []
             for qid in self.queue_ids(topic, config):
                 cq = self.queues.queue(topic, qid)
-                queue_rows.append({"queueId": qid, "minOffset": cq.min_offset if cq else 0,
+                queue_rows.append({"queueId": qid, "minOffset": self._first_visible(topic, qid, cq) if cq else 0,
                                    "maxOffset": cq.count if cq else 0,
                                    "writtenOffset": self.next_queue_offsets.get((topic, qid), 0)})
             result.append({"topic": topic, "queues": queue_rows})
@@ -587,10 +617,47 @@ class MessageStore:
         found = []
         for offset in self.keys.lookup(topic, key, max_num, begin_ts, end_ts):
             record = self.read_message(offset)
-            if record is not None and record.topic == topic and (
+            if record is not None and record.topic == topic and offset > self.deleted.get(topic, -1) and (
                     key in record.keys.split(" ") or record.properties.get("UNIQ_KEY") == key):
                 found.append(record)
         return sorted(found, key=lambda r: r.physical_offset)
+
+    # ------------------------------------------------------------------ deleted topics
+    @staticmethod
+    def deletion_mark(topic: str) -> Message:
+        """The record that deletes ``topic``'s messages so far once it is confirmed (TOPIC_DELETED)."""
+        return Message(TOPIC_DELETED, topic.encode(), tags=topic, queue_id=0)
+
+    def _note_marks(self, entries: list[tuple[str, int, int, int, int, str]]) -> None:
+        for topic, _, _, phys, _, tags in entries:
+            if topic == TOPIC_DELETED:
+                self._mark(tags, phys)
+
+    def _mark(self, topic: str, phys: int) -> None:
+        if valid_topic(topic) and phys > self.deleted.get(topic, -1):
+            self.deleted[topic] = phys
+            log.info("topic %s deleted: its messages before commitlog offset %d are no longer served", topic, phys)
+
+    def _load_marks(self) -> None:
+        """The deletions the log holds, from the marks' queue (at open, and after a truncation cut some)."""
+        self.deleted.clear()
+        self._hidden.clear()
+        cq = self.queues.queue(TOPIC_DELETED, 0)
+        for phys, _, _ in cq.iter_entries(cq.min_offset) if cq is not None else ():
+            record = self.commitlog.check_at(phys)
+            if not isinstance(record, str) and record.topic == TOPIC_DELETED:
+                self._mark(record.properties.get("TAGS", ""), phys)
+
+    def _first_visible(self, topic: str, queue_id: int, cq: ConsumeQueue) -> int:
+        """The queue's first readable offset: past what retention deleted and what a deletion mark hides."""
+        at = self.deleted.get(topic)
+        if at is None:
+            return cq.min_offset
+        key = (topic, queue_id)
+        cached = self._hidden.get(key)
+        if cached is None or cached[0] != at:  # (the mark's offset in the key: a later mark finds no stale value)
+            cached = self._hidden[key] = (at, cq.first_at_or_after(at))
+        return max(cq.min_offset, cached[1])
 
     def read_message(self, offset: int) -> MessageRecord | None:
         """The confirmed message at commitlog ``offset``, or None (no message starts there)."""

@@ -186,6 +186,16 @@ class TopicRegistry:
         config this broker cannot keep (``config_problem``), TopicsFull at the bound."""
         return bool(self.put_all([config]))
 
+    def remove(self, topic: str) -> bool:
+        """Forget ``topic``'s config, on disk before returning; False if it had none."""
+        with self._lock:
+            if topic not in self._configs:
+                return False
+            table = {name: config for name, config in self._configs.items() if name != topic}
+            atomic_write(self.path, encode_file(table.values()))
+            self._configs = MappingProxyType(table)
+            return True
+
     def put_all(self, configs: Iterable[TopicConfig], replace: bool = True) -> list[str]:
         """Keep every config (with ``replace``, over a different one of the same topic) in one write; the
         topics whose config changed."""

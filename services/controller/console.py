@@ -5,9 +5,11 @@ The stream is fed by one ``ConsoleFeed`` per node, which runs only while some pa
 reads this node's own state (its replica of the state machine and its own live table, so a follower or a node
 cut off from the leader still shows what it knows, and says which it is), asks the other controllers for
 their Raft status and each group's master for its replication status, and publishes the result when it
-changed. Each stream adds the events applied since it last looked. Nothing here writes: the admin actions
-are sent by the page to ``/console/api/...``, forwarded with the operator's token to the leader, whose
-answer code the page shows.
+changed. Beside it, every few seconds, a ``ConsumerWatch`` asks the same masters for their consumer groups
+over RocketMQ's remoting protocol (console_brokers.py; the view and its history are console_consumers.py).
+Each stream adds the events applied since it last looked. Nothing here writes: the admin actions are sent by
+the page to ``/console/api/...``, forwarded with the operator's token to the leader, whose answer code the
+page shows.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from services.common.errors import MqctlError
 from services.common.httpguard import SEND_BUFFER
 from services.common.wire import exchange_async
 from services.controller import contract as c
+from services.controller.console_brokers import ConsumerWatch, Master
 from services.controller.contract import CleanBrokerDataRequest, ElectMasterBody
 from services.controller.controller import ControllerManager
 
@@ -75,6 +78,7 @@ class ConsoleFeed:
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._report: tuple[float, set[str]] = (-1.0, set())
+        self.consumers = ConsumerWatch(clock)
 
     async def updates(self) -> AsyncIterator[dict[str, Any] | None]:
         """Each new snapshot as it is published (the current one first); None after ``KEEPALIVE_S`` of none."""
@@ -100,6 +104,16 @@ class ConsoleFeed:
             self._listeners -= 1
 
     async def _run(self) -> None:
+        watch = asyncio.create_task(self.consumers.run(self._masters, lambda: self._listeners > 0),
+                                    name="console-consumers")
+        try:
+            await self._rebuild()
+        finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+
+    async def _rebuild(self) -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(1.0), verify=tls.httpx_verify()) as http:
             while self._listeners > 0:
                 try:
@@ -120,10 +134,7 @@ class ConsoleFeed:
     async def build(self, http: httpx.AsyncClient) -> dict[str, Any]:
         m = self.manager
         me = m.config.self_peer()
-        groups: list[dict[str, Any]] = []
-        if m.raft is not None:
-            data = m.raft.read(lambda s: s.get_sync_state_data(list(s.broker_sets), m.alive).data)
-            groups = list((data or {}).get("brokers") or [])
+        groups = self._sync_groups()
         peers = [p for p in m.config.peers() if p.id != me.id]
         remote = await asyncio.gather(*(self._get(http, p.address, c.METADATA, PeerStatus) for p in peers))
         ha = await asyncio.gather(*(self._get(http, g["masterAddress"], bc.HA_STATUS, Replication) for g in groups))
@@ -139,7 +150,19 @@ class ConsoleFeed:
             "controllers": controllers,
             "groups": [_group_row(g, status, in_report) for g, status in zip(groups, ha)],
             "reportAvailable": bool(in_report),
+            "consumers": self.consumers.view,
         }
+
+    def _sync_groups(self) -> list[dict[str, Any]]:
+        """Each broker group as this node's state machine has it (getSyncStateSet's data)."""
+        m = self.manager
+        if m.raft is None:
+            return []
+        data = m.raft.read(lambda s: s.get_sync_state_data(list(s.broker_sets), m.alive).data)
+        return list((data or {}).get("brokers") or [])
+
+    def _masters(self) -> list[Master]:
+        return [Master(g["clusterName"], g["brokerName"], g.get("masterAddress")) for g in self._sync_groups()]
 
     @staticmethod
     async def _get(http: httpx.AsyncClient, address: str | None, path: str, model: type[M]) -> dict[str, Any] | None:

@@ -2,7 +2,9 @@
 three controllers and a three-replica group. The page, opened on a follower, must show what
 ``getSyncStateSet --format json`` says; after the master is killed it must show the new master and the
 election in its timeline within 5 s without a reload; a designated election made from the page goes through
-the confirmation dialog and shows the controller's answer code.
+the confirmation dialog and shows the controller's answer code. After a consumer group consumed some of a topic and
+more was sent, the consumer-groups view shows the group's lag as ``consumerProgress`` has it (from the master,
+over RocketMQ's requests), its queues, and its chart.
 
 Skipped without Chromium or Playwright, except under CI (``CI=true``), where that is a failure: .ci/run
 installs both. ``MQCTL_CONSOLE_SCREENSHOT=path`` also saves the page as a PNG there (docs/img/console.png)."""
@@ -23,6 +25,7 @@ from mqctl.cluster import BrokerNode, ControllerCluster
 from tests.integration.conftest import group_cluster, poll, run_cli
 
 GROUP = "broker-a"
+TOPIC, CONSUMER = "ConsoleTopic", "console-group"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: Flags for a headless Chromium in a sandbox with no network beyond loopback.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -126,7 +129,80 @@ def test_the_console_follows_a_failover_live(browser: Any, cluster: tuple[Contro
     assert page.locator('#events tr[data-type="ELECT_MASTER"]').first.inner_text().count("ADMIN") == 1
 
     screenshot = os.environ.get("MQCTL_CONSOLE_SCREENSHOT")
-    if screenshot:  # the picture in the docs: the killed master back, every replica in sync again
+    if screenshot:  # the picture in the docs: the killed master back, every replica in sync again, a consumer group
         old.start()
         page.wait_for_selector(f'section.group[data-group="{GROUP}"][data-in-sync="1,2,3"]', timeout=60_000)
+        consume_some(controllers)
+        row = f'#consumer-table tr[data-consumer-group="{CONSUMER}"]'
+        page.wait_for_selector(f'{row}[data-lag="9"]', timeout=30_000)
+        mqctl("consumeMessage", "-a", controllers.addresses, "-b", GROUP, "-t", TOPIC, "-q", "0", "-g", CONSUMER,
+              "-n", "4")
+        page.wait_for_selector(f'{row}[data-lag="5"] svg[data-points="6"]', timeout=30_000)
     page.screenshot(path=screenshot or str(tmp_path / "console.png"), full_page=True)
+
+
+def mqctl(*args: str) -> str:
+    done = run_cli(*args)
+    assert done.returncode == 0, f"{args}: {done.stderr}"
+    return done.stdout
+
+
+def progress(controllers: ControllerCluster) -> dict[str, Any] | None:
+    """What ``consumerProgress`` says of the group (the master's GET_CONSUME_STATS), once the topic is routed."""
+    done = run_cli("consumerProgress", "-n", controllers.addresses, "-g", CONSUMER, "-t", TOPIC, "--format", "json")
+    found: dict[str, Any] | None = json.loads(done.stdout) if done.returncode == 0 else None
+    return found
+
+
+def consume_some(controllers: ControllerCluster) -> None:
+    """The group, on the master; 10 messages sent, 6 of them consumed as the group, 5 more sent: a lag of 9."""
+    master, a = sync_state(controllers)["masterAddress"], controllers.addresses
+    mqctl("updateSubGroup", "-n", a, "-b", master, "-g", CONSUMER)  # what GET_ALL_SUBSCRIPTIONGROUP_CONFIG lists
+    mqctl("sendMessage", "-a", a, "-b", GROUP, "-t", TOPIC, "-q", "0", "-p", "m", "--count", "10")
+    read = json.loads(mqctl("consumeMessage", "-a", a, "-b", GROUP, "-t", TOPIC, "-q", "0", "-g", CONSUMER,
+                            "-n", "6", "--format", "json"))
+    assert len(read["messages"]) == 6
+    mqctl("sendMessage", "-a", a, "-b", GROUP, "-t", TOPIC, "-q", "0", "-p", "m", "--count", "5")
+
+
+def test_the_console_shows_a_consumer_groups_lag_queues_and_chart(
+        browser: Any, cluster: tuple[ControllerCluster, list[BrokerNode]]) -> None:
+    controllers, _ = cluster
+    poll(lambda: (g := sync_state(controllers))["masterBrokerId"] and len(g["inSyncReplicas"]) == 3, 90,
+         "a master and two slaves in sync")
+    consume_some(controllers)
+    stats = poll(lambda: (p := progress(controllers)) and p["diffTotal"] == 9 and p, 60, "the group's lag of 9")
+    a = controllers.addresses
+
+    follower = next(n for n in controllers.nodes if n is not controllers.leader())
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(f"http://{follower.address}/console")
+    row = f'#consumer-table tr[data-consumer-group="{CONSUMER}"]'
+    page.wait_for_selector(f'{row}[data-lag="{stats["diffTotal"]}"]', timeout=30_000)
+    assert page.locator(f'#consumer-brokers tr[data-broker="{GROUP}"]').get_attribute("data-status") == "ok"
+    cells = page.locator(f"{row} td").all_inner_texts()
+    assert cells[4] != "never" and cells[5] == GROUP  # last consumed, and the broker group that answered
+
+    # Its queues, as the broker answers them: one row per queue, the lag of each as consumerProgress has it.
+    page.locator(f"{row} button").click()
+    detail = page.locator(f'#cg-{CONSUMER}-detail')
+    detail.wait_for(timeout=5_000)
+    assert detail.locator("caption").inner_text().startswith(f"Queues of {CONSUMER}")
+    for queue in stats["queues"]:
+        shown = detail.locator(f'tr[data-topic="{TOPIC}"][data-queue="{queue["queueId"]}"]')
+        assert shown.get_attribute("data-lag") == str(queue["lag"])
+
+    # The chart: an SVG with a title and a text alternative; after the group consumes more, its lag falls and
+    # the chart shows the consume rate it measured between two answers.
+    chart = page.locator(f"{row} svg[role=img]")
+    assert (chart.locator("title").text_content() or "").startswith(f"Lag and consume rate of {CONSUMER}")
+    assert (chart.get_attribute("aria-label") or "").startswith(f"Lag and consume rate of {CONSUMER}")
+    assert "to 9 (peak 9)" in page.locator(f"{row} .sr-only").inner_text()  # the same in words
+    mqctl("consumeMessage", "-a", a, "-b", GROUP, "-t", TOPIC, "-q", "0", "-g", CONSUMER, "-n", "4")
+    page.wait_for_selector(f'{row}[data-lag="5"]', timeout=15_000)
+    page.wait_for_function(f"""() => {{
+        const svg = document.querySelector('{row} svg[role=img]');
+        return svg && Number(svg.dataset.peakConsume) > 0 && Number(svg.dataset.points) >= 2;
+    }}""", timeout=15_000)
+    assert page.locator(f"{row} svg polyline.lag").count() == 1
+    assert page.locator(f"#cg-{CONSUMER}-detail").is_visible()  # still open after the page updated

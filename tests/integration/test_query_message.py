@@ -1,7 +1,9 @@
 """Finding a message by its key across a failover: messages sent with keys to a group of three are found by
 mqctl queryMsgByKey (QUERY_MESSAGE, 12, answered from the master's key index); the master is SIGKILLed and
 the new master, which indexed the messages as a slave, finds them; the old master comes back (its last
-index file was not closed cleanly, so it indexes that part of its log again) and finds them too."""
+index file was not closed cleanly, so it indexes that part of its log again) and finds them too. Then mqctl
+deleteTopic deletes the topic: no replica finds the messages any more, nor holds the topic, and after a SIGKILL
+of the master the next one neither (the deletion is a mark in the replicated log)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from services.remoting.message import decode_pulled
 from tests.integration.conftest import poll
 from tests.integration.test_broker import sync_state, wait_role
 from tests.integration.test_replication import group  # noqa: F401  (the fixture: 3 replicas of broker-a)
+from tests.rocketmq import probe
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -76,3 +79,21 @@ def test_messages_are_found_by_key_on_the_new_master_and_on_the_old_one_after_a_
     wait_role(master, "SLAVE")
     assert poll(lambda: len(b := bodies_found_at(master.address)) == 5 and b, 30, "the old master's index") == [
         f"m #{i}".encode() for i in range(5)]
+
+    deleted = subprocess.run([sys.executable, "-m", "mqctl", "--timeout", "10", "deleteTopic", "-n",
+                              controllers.addresses, "-c", "DefaultCluster", "-t", TOPIC], capture_output=True, text=True,
+                             timeout=90, check=False)
+    assert deleted.returncode == 0, deleted.stderr
+    for address in [n.address for n in group]:
+        poll(lambda a=address: gone_from(a) or None, 30, f"the topic gone from {address}")
+    current = next(n for n in group if n.address == new)
+    current.kill()
+    newest = poll(lambda: (ss := sync_state(controllers, "broker-a"))["masterAddress"] not in (None, new)
+                  and ss["masterAddress"], 60, "the next master")
+    wait_role(next(n for n in group if n.address == newest), "MASTER")
+    assert gone_from(newest)
+
+
+def gone_from(address: str) -> bool:
+    """Whether the broker neither finds the topic's messages by key nor lists the topic."""
+    return not bodies_found_at(address) and TOPIC not in probe.topic_configs(address)

@@ -107,6 +107,26 @@ def our_side(root: Path) -> Iterator[OurSide]:
         controllers.stop()
 
 
+@contextmanager
+def our_broker(root: Path, **props: object) -> Iterator[OurSide]:
+    """One mqctl controller (the name server too) and one broker, its master, with ``props`` beside the fast
+    test settings."""
+    controllers = ControllerCluster(root / "controllers", size=1, extra=dict(FAST_SCANS))
+    controllers.configure()
+    side = OurSide(controllers)
+    try:
+        controllers.start()
+        controllers.leader(timeout=60)
+        side.brokers.append(make_broker(root, GROUP, 0, controllers.addresses, set(), **FAST_BROKER_PROPS, **props))
+        side.brokers[0].start()
+        poll(lambda: side.master() or None, 120.0, "a master of broker-a")
+        yield side
+    finally:
+        for broker in side.brokers:
+            broker.stop()
+        controllers.stop()
+
+
 @dataclass
 class TheirSide:
     cluster: RocketMQCluster

@@ -24,20 +24,16 @@ import asyncio
 import itertools
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from mqctl.cluster import ControllerCluster, make_broker
 from services.common.remoting_client import RemotingClient
 from services.remoting import broker_headers as bh
 from services.remoting.command import make_request
-from tests.integration.conftest import FAST_BROKER_PROPS, FAST_SCANS
 from tests.interop.admin_sides import mqctl, succeeded
-from tests.interop.test_java_clients import GROUP, OurSide, TheirSide, kit_or_skip
+from tests.interop.test_java_clients import TheirSide, kit_or_skip, our_broker
 from tests.rocketmq import SCENARIO_VERSIONS, RocketMQCluster, leftover_pids
 from tests.rocketmq.client_history import Consumed
 from tests.rocketmq.cluster import mqadmin
@@ -220,25 +216,6 @@ class Lifecycle:
         run = self.clients.start(mode, self.folder / name, namesrv=self.namesrv, **options)
         self.runs[name] = run
         return run
-
-
-@contextmanager
-def our_broker(root: Path) -> Iterator[OurSide]:
-    """One mqctl controller (the name server too) and one broker, its master."""
-    controllers = ControllerCluster(root / "controllers", size=1, extra=dict(FAST_SCANS))
-    controllers.configure()
-    side = OurSide(controllers)
-    try:
-        controllers.start()
-        controllers.leader(timeout=60)
-        side.brokers.append(make_broker(root, GROUP, 0, controllers.addresses, set(), **FAST_BROKER_PROPS))
-        side.brokers[0].start()
-        poll(lambda: side.master() or None, 120.0, "a master of broker-a")
-        yield side
-    finally:
-        for broker in side.brokers:
-            broker.stop()
-        controllers.stop()
 
 
 @pytest.fixture(scope="module", params=SCENARIO_VERSIONS)

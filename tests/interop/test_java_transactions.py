@@ -23,19 +23,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from mqctl.cluster import ControllerCluster, make_broker
-from tests.integration.conftest import FAST_BROKER_PROPS, FAST_SCANS
-from tests.interop.test_java_clients import GROUP, OurSide, TheirSide, kit_or_skip
+from tests.interop.test_java_clients import TheirSide, kit_or_skip, our_broker
 from tests.rocketmq import SCENARIO_VERSIONS, RocketMQCluster, leftover_pids
 from tests.rocketmq.javaclients import ClientRun, JavaClients, wait_for
-from tests.rocketmq.jvm import poll
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -135,26 +130,6 @@ class Transactions:
         return run
 
 
-@contextmanager
-def our_broker(root: Path) -> Iterator[OurSide]:
-    """One mqctl controller (the name server too) and one broker, its master, with the short check-back."""
-    controllers = ControllerCluster(root / "controllers", size=1, extra=dict(FAST_SCANS))
-    controllers.configure()
-    side = OurSide(controllers)
-    try:
-        controllers.start()
-        controllers.leader(timeout=60)
-        side.brokers.append(make_broker(root, GROUP, 0, controllers.addresses, set(), **FAST_BROKER_PROPS,
-                                        **TRANSACTIONS))
-        side.brokers[0].start()
-        poll(lambda: side.master() or None, 120.0, "a master of broker-a")
-        yield side
-    finally:
-        for broker in side.brokers:
-            broker.stop()
-        controllers.stop()
-
-
 @pytest.fixture(scope="module", params=SCENARIO_VERSIONS)
 def clients(request: pytest.FixtureRequest) -> JavaClients:
     version: str = request.param
@@ -164,7 +139,7 @@ def clients(request: pytest.FixtureRequest) -> JavaClients:
 @pytest.fixture(scope="module")
 def ours(clients: JavaClients, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     root = tmp_path_factory.mktemp(f"ours-{clients.version}")
-    with our_broker(root) as side:
+    with our_broker(root, **TRANSACTIONS) as side:
         outcome = Transactions(side.namesrv, clients, root / "clients", "mqctl").run()
     print(outcome.summary())
     return outcome

@@ -2,10 +2,10 @@
 
 UPDATE_AND_CREATE_TOPIC (17), GET_TOPIC_CONFIG (351) and GET_ALL_TOPIC_CONFIG (21), the subscription groups'
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and DELETE_SUBSCRIPTIONGROUP
-(207), GET_BROKER_CONFIG (26), GET_ALL_CONSUMER_OFFSET (43) and
+(207), DELETE_TOPIC_IN_BROKER (215), GET_BROKER_CONFIG (26), GET_ALL_CONSUMER_OFFSET (43) and
 GET_ALL_DELAY_OFFSET (45): how a slave copies its master's tables, the controller mode's GET_BROKER_EPOCH_CACHE (1007), GET_BROKER_HA_STATUS (907),
 RESET_MASTER_FLUSH_OFFSET (908) and NOTIFY_BROKER_ROLE_CHANGED (1008, a hint only). With ``authToken``
-set, the codes that change state (17, 200, 207, 908, 1008) count only when signed with it (services/remoting/acl.py).
+set, the codes that change state (17, 200, 207, 215, 908, 1008) count only when signed with it (services/remoting/acl.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from services.broker.config import BrokerConfig
 from services.broker.consumer_offsets import ConsumerOffsets
 from services.broker.namesrv_registration import topic_table
 from services.broker.processor.common import MASTER_ID, answer
+from services.broker.record import valid_topic
 from services.broker.replicas_manager import Role
 from services.broker.store import MessageStore
 from services.broker.subscription_groups import GroupsFull, SubscriptionGroups
-from services.broker.topic_rules import Refusal, topic_from_request
+from services.broker.topic_rules import Refusal, is_system_topic, topic_from_request
 from services.broker.topics import TopicsFull
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
@@ -62,6 +63,7 @@ class AdminParts:
     delay_offsets: Callable[[], bytes]
     transaction_progress: Callable[[], bytes]
     groups: SubscriptionGroups
+    delete_topic: Callable[[str], Awaitable[str | None]]
 
 
 class AdminProcessor:
@@ -159,6 +161,35 @@ class AdminProcessor:
         cleaned = self.offsets.table.remove_group(header.group_name) if header.clean_offset else 0
         log.info("subscription group %s deleted by %s (settings %s, %d offset entries removed)", header.group_name,
                  conn.peer, "removed" if deleted else "absent", cleaned)
+        return answer(request, ResponseCode.SUCCESS)
+
+    async def delete_topic(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """DELETE_TOPIC_IN_BROKER (215), as RocketMQ's deleteTopic: the topic's messages so far, its config and
+        every group's offsets of it go (a system topic or a blank name is INVALID_PARAMETER with RocketMQ's
+        remarks). The messages go by a mark in the log (store.TOPIC_DELETED), written as a message is, so
+        the slaves drop them too and a restart does not bring them back; only a master takes it. A topic this
+        broker does not hold is a success that changes nothing. With ``authToken`` set, only when signed."""
+        topic = ah.DeleteTopicRequestHeader.from_ext_fields(request.ext_fields).topic
+        refusal = self.unsigned(request)
+        if refusal is not None:
+            return answer(request, ResponseCode.NO_PERMISSION, refusal)
+        if not topic.strip():
+            return answer(request, ResponseCode.INVALID_PARAMETER, "The specified topic is blank.")
+        if is_system_topic(topic):
+            return answer(request, ResponseCode.INVALID_PARAMETER, f"The topic[{topic[:256]}] is conflict with "
+                                                                    "system topic.")
+        if not valid_topic(topic):
+            raise HeaderFieldError("DeleteTopicRequestHeader", "topic", "must be 1-127 of letters, digits, '%', '|', "
+                                   "'_' and '-'")
+        if self.store.has_topic(topic):
+            not_deleted = await self.parts.delete_topic(topic)
+            if not_deleted is not None:
+                return answer(request, ResponseCode.SYSTEM_ERROR, f"topic {topic} is not deleted: {not_deleted}")
+        removed = await asyncio.to_thread(self.store.created_topics.remove, topic)
+        cleaned = self.offsets.table.remove_topic(topic)
+        log.info("topic %s deleted by %s (config %s, %d offset entries removed)", topic, conn.peer,
+                 "removed" if removed else "absent", cleaned)
+        self.parts.topics_changed()
         return answer(request, ResponseCode.SUCCESS)
 
     async def broker_config(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:

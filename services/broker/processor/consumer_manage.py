@@ -20,6 +20,7 @@ from services.broker.processor.common import answer, check_queue, queue_bounds
 from services.broker.rebalance_lock import RebalanceLocks
 from services.broker.record import valid_topic
 from services.broker.store import MessageStore
+from services.broker.topics import MAX_QUEUE_NUMS
 from services.common.clock import Clock
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
@@ -48,7 +49,7 @@ class ConsumerManageProcessor:
         self.locks = RebalanceLocks(config.rebalanceLockMaxLiveTime)
 
     def _check(self, topic: str, queue_id: int, header: str, group: str | None = None) -> None:
-        check_queue(topic, queue_id, self.config.defaultTopicQueueNums, header, group)
+        check_queue(topic, queue_id, MAX_QUEUE_NUMS, header, group)
 
     async def query_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from services.broker.config import BrokerConfig
 from services.broker.processor.common import answer, check_queue, offset_at_time, queue_bounds
 from services.broker.store import MessageStore
+from services.broker.topics import MAX_QUEUE_NUMS
 from services.common.codes import ResponseCode
 from services.common.remoting_conn import RemotingConnection
 from services.remoting import broker_headers as bh
@@ -24,18 +25,18 @@ class QueryProcessor:
 
     async def max_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "GetMaxOffsetRequestHeader")
+        check_queue(h.topic, h.queue_id, MAX_QUEUE_NUMS, "GetMaxOffsetRequestHeader")
         offset = queue_bounds(self.store, h.topic, h.queue_id)[1]
         return answer(request, ResponseCode.SUCCESS, None, bh.GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
 
     async def min_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "GetMinOffsetRequestHeader")
+        check_queue(h.topic, h.queue_id, MAX_QUEUE_NUMS, "GetMinOffsetRequestHeader")
         offset = queue_bounds(self.store, h.topic, h.queue_id)[0]
         return answer(request, ResponseCode.SUCCESS, None, bh.GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
 
     async def search_offset(self, request: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         h = bh.SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        check_queue(h.topic, h.queue_id, self.config.defaultTopicQueueNums, "SearchOffsetRequestHeader")
+        check_queue(h.topic, h.queue_id, MAX_QUEUE_NUMS, "SearchOffsetRequestHeader")
         offset = offset_at_time(self.store, h.topic, h.queue_id, h.timestamp, h.upper)
         return answer(request, ResponseCode.SUCCESS, None, bh.SearchOffsetResponseHeader(offset=offset).to_ext_fields())

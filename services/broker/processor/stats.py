@@ -48,10 +48,6 @@ from services.remoting.message import TagFilter
 
 __all__ = ["StatsProcessor", "count_messages"]
 
-#: ResponseCode.CONSUMER_NOT_ONLINE.
-CONSUMER_NOT_ONLINE = 206
-
-
 def count_messages(body: bytes) -> int:
     """How many messages a pull answer's body holds: each starts with its total size (int32)."""
     count, pos = 0, 0
@@ -172,7 +168,7 @@ class StatsProcessor:
         group = ah.GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields).consumer_group
         found = self.connections.consumers(group)
         if found is None:
-            return answer(request, CONSUMER_NOT_ONLINE, f"the consumer group[{group[:255]}] not online")
+            return answer(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group[:255]}] not online")
         clients, mode = found
         subs = {t: _subscription(t, self.consumers.subscription(group, t) or "*")
                 for t in sorted(self.consumers.topics(group))}

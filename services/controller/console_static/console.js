@@ -2,7 +2,7 @@
 // No framework, no build step. Text from the servers is only ever set as text, never as HTML.
 "use strict";
 
-const state = { snapshot: null, events: [], token: "", pending: null };
+const state = { snapshot: null, events: [], token: "", pending: null, expanded: new Set() };
 const MAX_EVENTS = 2000;
 const $ = (id) => document.getElementById(id);
 
@@ -73,6 +73,7 @@ function render() {
     ` · updated ${fmtTime(s.at)}`;
   renderToken();
   renderGroups(s.groups);
+  renderConsumers(s.consumers);
   renderFilter(s.groups);
   renderTimeline();
   renderControllers(s.controllers);
@@ -158,6 +159,129 @@ function renderControllers(controllers) {
     el("td", { class: "num" }, c.commitIndex ?? ""),
     el("td", { class: "num" }, c.lastApplied ?? ""),
     el("td", { class: "num" }, c.appliedEvents ?? ""))));
+}
+
+// ------------------------------------------------------------------ consumer groups
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+// A group name as part of an id: '%' and '|' (the other characters a group name may have) written as '.' and
+// their code, which no group name contains, so that two groups never share an id.
+function safeId(text) { return text.replace(/[^A-Za-z0-9_-]/g, (c) => "." + c.charCodeAt(0).toString(16)); }
+
+function known(value, unit = "") {
+  return value === null || value === undefined ? "n/a" : `${value}${unit}`;
+}
+
+function renderConsumers(view) {
+  if (!view) return;
+  const note = $("consumers-note");
+  const minutes = Math.round(view.windowMs / 60000);
+  note.textContent = view.at === null || view.at === undefined
+    ? "Asking each master for its consumer groups…"
+    : `Asked of each broker group's master every ${view.intervalS} s over RocketMQ's remoting protocol; ` +
+      `last answers ${fmtTime(view.at)}. Charts: the last ${minutes} minutes.` +
+      (view.groupsTotal > view.groups.length
+        ? ` Showing the ${view.groups.length} groups furthest behind of ${view.groupsTotal}.` : "");
+  const focused = document.activeElement && document.activeElement.id;
+  const body = $("consumer-table").tBodies[0];
+  const rows = view.groups.flatMap((g) => consumerRows(g, view));
+  body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 9, class: "note" },
+    view.at ? "No consumer group on any master." : "No answer yet."))]));
+  $("consumer-brokers").tBodies[0].replaceChildren(...view.brokers.map(brokerAnswerRow));
+  if (focused && $(focused)) $(focused).focus();
+}
+
+function consumerRows(g, view) {
+  const id = "cg-" + safeId(g.group);
+  const open = state.expanded.has(g.group);
+  const row = el("tr", { "data-consumer-group": g.group, "data-lag": g.lag ?? "",
+                         "data-consume-rate": g.consumeRate ?? "" },
+    el("th", { scope: "row" }, g.group),
+    el("td", { class: "num" }, g.lag === null ? el("span", { class: "no" }, "n/a")
+                                               : el("span", { class: g.lag === 0 ? "yes" : "warn" }, g.lag)),
+    el("td", { class: "num" }, known(g.consumeRate)),
+    el("td", { class: "num" }, known(g.consumeTps)),
+    el("td", { class: "num" }, known(g.sendRate)),
+    el("td", {}, g.lastConsumed ? fmtTime(g.lastConsumed) : "never"),
+    el("td", {}, g.brokers.join(", "),
+       g.missing.length ? el("span", { class: "no" }, ` (no stats from ${g.missing.join(", ")})`) : null),
+    el("td", { class: "chart" }, consumerChart(g, view, id)),
+    el("td", {}, el("button", { id: `${id}-queues`, "aria-expanded": String(open), "aria-controls": `${id}-detail`,
+                                onclick: () => toggleQueues(g.group) },
+                    open ? "Hide queues" : `Show ${g.queuesTotal} queue${g.queuesTotal === 1 ? "" : "s"}`)));
+  if (!open) return [row];
+  const shown = g.queues.length < g.queuesTotal ? `the ${g.queues.length} furthest behind of ${g.queuesTotal}` : "all";
+  const detail = el("tr", { id: `${id}-detail`, class: "detail" }, el("td", { colspan: 9 },
+    el("table", { class: "queues" },
+      el("caption", {}, `Queues of ${g.group} (${shown}, furthest behind first)`),
+      el("thead", {}, el("tr", {}, ["Topic", "Broker group", "Queue", "Broker offset", "Consumer offset", "Lag",
+                                    "Last consumed"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, g.queues.map((q) => el("tr", { "data-topic": q.topic, "data-queue": q.queueId,
+                                                     "data-broker": q.brokerName, "data-lag": q.lag },
+        el("td", {}, q.topic), el("td", {}, q.brokerName), el("td", { class: "num" }, q.queueId),
+        el("td", { class: "num" }, q.brokerOffset), el("td", { class: "num" }, q.consumerOffset),
+        el("td", { class: "num" }, q.lag), el("td", {}, q.lastTimestamp ? fmtTime(q.lastTimestamp) : "never")))))));
+  return [row, detail];
+}
+
+function toggleQueues(group) {
+  if (state.expanded.has(group)) state.expanded.delete(group); else state.expanded.add(group);
+  renderConsumers(state.snapshot.consumers);
+}
+
+function brokerAnswerRow(b) {
+  return el("tr", { "data-broker": b.brokerName, "data-status": b.status },
+    el("td", {}, `${b.clusterName}/${b.brokerName}`),
+    el("td", {}, b.address || "none"),
+    el("td", {}, el("span", { class: b.status === "ok" ? "yes" : "no" }, b.status), b.remark ? ` (${b.remark})` : ""),
+    el("td", { class: "num" }, b.status === "ok" ? `${b.groupsAsked} of ${b.groupsListed}` : "n/a"),
+    el("td", { class: "num" }, known(b.putTps)),
+    el("td", { class: "num" }, known(b.getTps)));
+}
+
+// A small chart of one group's history: lag on top, consume rate below, each scaled to its own peak, over
+// the window ending at the last answers. Its text alternative says the same in words.
+function consumerChart(g, view, id) {
+  const points = g.history || [];
+  const W = 250, H = 64, half = H / 2, left = 52;  // the peaks' labels left of the plot
+  // A point's time is in seconds before the view's time (0: the last answers).
+  const x = (ago) => left + (W - left - 2) * Math.max(0, 1 + ago * 1000 / Math.max(1, view.windowMs));
+  const lagPeak = Math.max(0, ...points.map((p) => p[1]));
+  const ratePeak = Math.max(0, ...points.map((p) => p[2] || 0));
+  const lags = points.map((p) => p[1]);
+  const words = points.length
+    ? `lag ${lags[0]} to ${lags[lags.length - 1]} (peak ${lagPeak}); consume rate peak ${ratePeak} msg/s; ` +
+      `${points.length} sample${points.length === 1 ? "" : "s"}`
+    : "no samples yet";
+  const title = `Lag and consume rate of ${g.group} over the last ${Math.round(view.windowMs / 60000)} minutes`;
+  const svg = document.createElementNS(SVG_NS, "svg");
+  for (const [k, v] of Object.entries({ viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img",
+                                        "aria-label": `${title}: ${words}`, "data-points": points.length,
+                                        "data-peak-lag": lagPeak, "data-peak-consume": ratePeak, id: `${id}-chart` })) {
+    svg.setAttribute(k, String(v));
+  }
+  const add = (tag, attrs, text) => {
+    const n = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+    if (text !== undefined) n.textContent = text;
+    svg.append(n);
+    return n;
+  };
+  add("title", {}, `${title}: ${words}`);
+  add("line", { x1: left, x2: W, y1: half, y2: half, stroke: "#c9d1d9" });
+  add("line", { x1: left, x2: left, y1: 0, y2: H, stroke: "#c9d1d9" });
+  const line = (index, peak, top, colour, cls) => {
+    const y = (v) => top + (half - 6) * (1 - (v || 0) / Math.max(1, peak)) + 2;
+    const coords = points.map((p) => `${x(p[0]).toFixed(1)},${y(p[index]).toFixed(1)}`);
+    if (coords.length === 1) coords.unshift(`${(x(points[0][0]) - 3).toFixed(1)},${y(points[0][index]).toFixed(1)}`);
+    if (coords.length) add("polyline", { points: coords.join(" "), fill: "none", stroke: colour, "stroke-width": 1.5,
+                                         class: cls });
+  };
+  line(1, lagPeak, 0, "#0b4f9c", "lag");
+  line(2, ratePeak, half, "#0b6b2e", "rate");
+  add("text", { x: left - 4, y: 11, "text-anchor": "end" }, `lag ${lagPeak}`);
+  add("text", { x: left - 4, y: half + 11, "text-anchor": "end" }, `${ratePeak}/s`);
+  return [svg, el("span", { class: "sr-only" }, words)];
 }
 
 // ------------------------------------------------------------------ timeline

@@ -107,6 +107,10 @@ class FakeBroker:
             listener(messages)
         return PutOutcome("PUT_OK", results)
 
+    async def delete_topic(self, topic: str) -> str | None:
+        outcome = await self.put([self.store.deletion_mark(topic)])
+        return None if outcome.status == "PUT_OK" else f"{outcome.status}: {outcome.remark}"
+
     def epoch_cache(self) -> dict[str, Any]:
         return {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 2,
                 "epochEntries": [{"epoch": 1, "startOffset": 0, "endOffset": 10}, {"epoch": 3, "startOffset": 10,
@@ -786,3 +790,16 @@ def test_without_auto_create_a_send_to_an_unknown_topic_is_topic_not_exist(tmp_p
     assert serve(broker, send_request(topic="%RETRY%cg", queue_id=0)).code == C.SUCCESS  # retry topics still
     serve(broker, update_topic("Fresh"))
     assert serve(broker, send_request(topic="Fresh")).code == C.SUCCESS
+
+
+def test_queue_questions_take_every_queue_of_a_topic_with_more_than_the_default(broker: FakeBroker) -> None:
+    """A topic created with 8 queues (the default for new topics is 4): its queues 4-7 have offsets too, and a
+    consumer commits and reads its offset of them (RocketMQ bounds none of these by the default)."""
+    fields = {"topic": "WideTopic", "queueId": "6"}
+    assert serve(broker, make_request(RC.GET_MIN_OFFSET, 1, fields)).code == C.SUCCESS
+    assert serve(broker, make_request(RC.GET_MAX_OFFSET, 2, fields)).code == C.SUCCESS
+    assert serve(broker, make_request(RC.UPDATE_CONSUMER_OFFSET, 3, {**fields, "consumerGroup": "cg",
+                                                                     "commitOffset": "0"})).code == C.SUCCESS
+    assert serve(broker, make_request(RC.QUERY_CONSUMER_OFFSET, 4, {**fields, "consumerGroup": "cg"})).code == C.SUCCESS
+    refused = serve(broker, make_request(RC.GET_MIN_OFFSET, 5, {"topic": "WideTopic", "queueId": "1024"}))
+    assert refused.code == C.INVALID_PARAMETER

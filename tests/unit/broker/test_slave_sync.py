@@ -64,6 +64,20 @@ def test_the_masters_queue_counts_and_perm_are_copied_and_follow_its_updates(tmp
     assert changed == [["Orders", "Ro"], ["Orders"]]
 
 
+def test_a_topic_the_master_deleted_goes_once_this_brokers_log_holds_its_deletion(tmp_path: Path) -> None:
+    """Removed only when deleted here too (the mark in the log): a topic the master does not hold yet stays."""
+    registry = TopicRegistry(tmp_path / "topics.json")
+    for name in ("Orders", "Gone", "NotYetOnMaster"):
+        registry.create(name)
+    deleted: set[str] = set()
+    sync = TopicSync(registry, print, Master(["Orders"]), lambda: deleted)  # type: ignore[arg-type]
+    assert asyncio.run(sync.sync_from("m:1")) is True
+    assert registry.names == {"Orders", "Gone", "NotYetOnMaster"}
+    deleted.add("Gone")
+    assert asyncio.run(sync.sync_from("m:1")) is True
+    assert registry.names == {"Orders", "NotYetOnMaster"}
+
+
 def test_a_refusal_an_unreachable_master_or_a_malformed_answer_changes_nothing(tmp_path: Path) -> None:
     registry = TopicRegistry(tmp_path / "topics.json")
     for master, address in ((Master(["A"], ResponseCode.SYSTEM_ERROR), "m:1"), (Master(["A"]), "down:1"),
