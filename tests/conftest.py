@@ -47,7 +47,7 @@ FOLDER_TIERS = {"unit": ("unit",), "property": ("unit",), "integration": ("integ
 #: a SparkSession, a Spark standalone cluster, the rocketmq tier's shared clusters (the admin tests). The
 #: tier's scenarios start clusters of their own, so they run beside the admin tests: the Java clients'
 #: failover on one worker, the other scenarios (mixed clusters, the consumers' life cycle, retries,
-#: transactions) one after the other on another. By folder, or by file. The admin tests of the second
+#: transactions, deleteTopic) one after the other on another. By folder, or by file. The admin tests of the second
 #: RocketMQ version (SECOND_LEG) run after the Java clients' failover on its worker (the shortest of the
 #: three: about 5 minutes of a full run, against 10-14 for the others): each version's shared cluster on
 #: a worker of its own, and never more than three JVM clusters at once on two cores.
@@ -55,7 +55,7 @@ SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/t
                          "interop/test_java_clients.py": "rocketmq-java",
                          **{f"interop/test_{name}.py": "rocketmq-scenarios" for name in (
                              "java_brokers_failover", "our_brokers_under_rocketmq", "java_lifecycle", "java_retries",
-                             "java_transactions", "mixed_group")}}
+                             "java_transactions", "mixed_group", "mqadmin_topic_delete")}}
 SECOND_LEG = ("rocketmq", "rocketmq-java")
 #: Where each run writes its times (git-ignored).
 TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"

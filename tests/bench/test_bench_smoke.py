@@ -31,6 +31,9 @@ CASES = [
     pytest.param("frame_parse", ["bench.frame_parse", "--scale", "0.02"], id="frame_parse"),
     pytest.param("vs_rocketmq_sends", ["bench.vs_rocketmq", "--seconds", "2", "--rounds", "2", "--warmup", "1",
                                        "--threads", "2"], id="vs_rocketmq", marks=pytest.mark.rocketmq),
+    pytest.param("vs_rocketmq_footprint", ["bench.vs_rocketmq_footprint", "--settle", "0", "--seconds", "1", "--timer",
+                                           "off", "--controllers", "1", "--replicas", "1"], id="vs_rocketmq_footprint",
+                 marks=pytest.mark.rocketmq),
     pytest.param("report_vs_duckdb", ["bench.report_vs_duckdb", "--events", "20000", "--groups", "20", "--runs", "1"],
                  id="report_vs_duckdb", marks=pytest.mark.spark),
 ]

@@ -251,6 +251,16 @@ def a_message(namesrv: str) -> dict[str, str]:
     return {**where, "offset id": found["offsetMsgId"], "unique key": found["msgId"]}
 
 
+@pytest.fixture(scope="module")
+def their_message(theirs: Side) -> dict[str, str]:
+    return a_message(theirs.namesrv)
+
+
+@pytest.fixture(scope="module")
+def our_message(ours: Side) -> dict[str, str]:
+    return a_message(ours.namesrv)
+
+
 def query_args(command: str, by: str, found: dict[str, str]) -> tuple[str, ...]:
     if command == "queryMsgByOffset":
         return ("-t", TOPIC, "-b", "broker-a", "-i", found["queue"], "-o", found["offset"])
@@ -262,11 +272,12 @@ QUERIES = [("queryMsgById", "offset id"), ("queryMsgById", "unique key"), ("quer
 
 
 @pytest.mark.parametrize(("command", "by"), QUERIES)
-def test_query_msg_prints_what_mqadmin_prints(rocketmq: RocketMQCluster, theirs: Side, command: str, by: str) -> None:
+def test_query_msg_prints_what_mqadmin_prints(rocketmq: RocketMQCluster, theirs: Side, their_message: dict[str, str],
+                                              command: str, by: str) -> None:
     """(a) A message by its offset id (VIEW_MESSAGE_BY_ID to the broker the id names), by its unique key
     (QUERY_MESSAGE) or by its queue offset (a pull): the same bytes, the consumer group's track included (it
     consumed the message)."""
-    args = query_args(command, by, a_message(theirs.namesrv))
+    args = query_args(command, by, their_message)
     real, mine = ask_both(rocketmq, (command, "-n", theirs.namesrv, *args))
     assert mine == real
     assert f"MessageTrack [consumerGroup={CONSUMER}, trackType=CONSUMED, exceptionDesc=null]" in real
@@ -283,11 +294,12 @@ PHANTOM_TRACK = re.compile(rf"MessageTrack \[consumerGroup={TOPIC}, trackType=UN
 
 @pytest.mark.parametrize(("command", "by"), QUERIES)
 def test_mqadmin_finds_a_message_on_ours_as_on_theirs(rocketmq: RocketMQCluster, theirs: Side, ours: Side,
+                                                      their_message: dict[str, str], our_message: dict[str, str],
                                                       command: str, by: str) -> None:
     """(b) Real mqadmin finds the message of KEY on both clusters and prints the same, but for what
     CANNOT_BE_EQUAL (its ids among them) and where the producer put it; on ours, mqctl prints the same bytes as
     mqadmin."""
-    args = [query_args(command, by, a_message(side.namesrv)) for side in (theirs, ours)]
+    args = [query_args(command, by, found) for found in (their_message, our_message)]
     answers = [mqadmin_ok(rocketmq, command, "-n", side.namesrv, *a) for side, a in zip((theirs, ours), args)]
     assert ok(command, "-n", ours.namesrv, *args[1], "--format", "mqadmin") == answers[1]  # mqctl's, on ours
     if rocketmq.version in TOPIC_AS_GROUP:
