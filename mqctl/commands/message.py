@@ -42,7 +42,7 @@ from mqctl.render_message import (
 )
 from mqctl.terminal import printable, terminal_safe
 from services.common.codes import ResponseCode, code_name
-from services.common.errors import MqctlError, RemoteError
+from services.common.errors import MqctlError, RemoteError, UnreachableError
 from services.common.tool_consumer import RemotingSource
 from services.remoting import admin_bodies as ab
 from services.remoting import admin_headers as ah
@@ -137,11 +137,19 @@ def _by_unique_key(servers: _Servers, route: bodies.TopicRouteData, topic: str, 
     header = bh.QueryMessageRequestHeader(topic=topic, key=key, max_num=UNIQUE_MAX_NUM, begin_timestamp=begin,
                                           end_timestamp=LONG_MAX).to_ext_fields()
     found: list[PulledMessage] = []
+    unreachable: list[str] = []
     for address in _addresses(route, cluster):
-        answer = servers.call(address, make_request(bh.QUERY_MESSAGE, 0, {**header, "_UNIQUE_KEY_QUERY": "true"}))
+        try:
+            answer = servers.call(address, make_request(bh.QUERY_MESSAGE, 0, {**header, "_UNIQUE_KEY_QUERY": "true"}))
+        except UnreachableError:  # as mqadmin: the other groups' answers still count
+            unreachable.append(address)
+            continue
         if answer.code == ResponseCode.SUCCESS:
             found += [m for m in _messages(answer, address) if client_msg_id(m) == key]
     if not found:
+        if unreachable:
+            raise UnreachableError(f"no message of topic {topic} has the id {key} on the brokers that answered; "
+                                   f"unreachable: {', '.join(unreachable)}", unreachable)
         raise RemoteError(ResponseCode.QUERY_NOT_FOUND, f"no message of topic {topic} has the id {key}")
     return found
 
@@ -152,7 +160,10 @@ def _connection(servers: _Servers, group: str, newer: bool) -> ab.ConsumerConnec
     if isinstance(route, tuple):
         return Track(group, "UNKNOWN", java_exception(*route, _ROUTE_FRAME, newer))
     for address in [a for d in route.broker_datas if (a := _select(d))][:1]:
-        answer = servers.call(address, make_request(ah.GET_CONSUMER_CONNECTION_LIST, 0, {"consumerGroup": group}))
+        try:
+            answer = servers.call(address, make_request(ah.GET_CONSUMER_CONNECTION_LIST, 0, {"consumerGroup": group}))
+        except UnreachableError as exc:  # mqadmin describes the exception in the track and goes on
+            return Track(group, "UNKNOWN", str(exc))
         if answer.code != ResponseCode.SUCCESS:
             kind = "NOT_ONLINE" if answer.code == ResponseCode.CONSUMER_NOT_ONLINE else "UNKNOWN"
             return Track(group, kind, f"CODE:{answer.code} DESC:{answer.remark}")

@@ -19,7 +19,7 @@ from mqctl import render_message
 from mqctl.commands.message import _CONNECTION_FRAME, _ROUTE_FRAME, decode_offset_id, java_exception
 from mqctl.render_message import Track, message_text, save_body, tracks_text
 from services.common.codes import ResponseCode
-from services.common.errors import MqctlError
+from services.common.errors import MqctlError, UnreachableError
 from services.remoting import broker_headers as bh
 from services.remoting.command import RemotingCommand, RequestCode, make_response
 from services.remoting.message import PulledMessage, SocketAddress, encode_pulled, offset_msg_id
@@ -42,6 +42,7 @@ def message(uniq: str | None = UNIQ, tags: str | None = "TagA") -> PulledMessage
 class FakeServers:
     stored: list[PulledMessage] = field(default_factory=lambda: [message()])
     asked: list[tuple[str, int]] = field(default_factory=list)
+    down: set[str] = field(default_factory=set)
 
     def client(self, *args: object, **kwargs: object) -> FakeServers:
         return self
@@ -51,6 +52,8 @@ class FakeServers:
 
     def call(self, host: str, port: int, request: RemotingCommand, deadline: float) -> RemotingCommand:
         self.asked.append((f"{host}:{port}", request.code))
+        if f"{host}:{port}" in self.down:
+            raise UnreachableError(f"{host}:{port} refused the connection", [f"{host}:{port}"])
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             if request.ext_fields["topic"] != "T":
                 return make_response(request, ResponseCode.TOPIC_NOT_EXIST, "no route")
@@ -142,6 +145,14 @@ def test_an_id_naming_an_address_the_topic_is_not_routed_to_is_looked_up_as_a_un
     assert all(address == "10.0.0.1:10911" or code == RequestCode.GET_ROUTEINFO_BY_TOPIC
                for address, code in servers.asked)
     assert json.loads(result.stdout)[0]["msgId"] == stranger
+
+
+def test_a_broker_that_cannot_be_reached_is_named_and_not_taken_for_an_answer(mqctl: Invoke,
+                                                                              servers: FakeServers) -> None:
+    servers.down.add("10.0.0.1:10911")
+    result = mqctl("queryMsgByUniqueKey", "-n", "127.0.0.1:9876", "-t", "T", "-i", UNIQ)
+    assert_one_line_error(result, 3, f"no message of topic T has the id {UNIQ} on the brokers that answered",
+                          "unreachable: 10.0.0.1:10911")
 
 
 def test_no_such_message_is_one_error_line(mqctl: Invoke, servers: FakeServers) -> None:
