@@ -1,7 +1,7 @@
 """Side by side with RocketMQ: what each process kind costs while the cluster idles, on this machine, in one run.
 
     python -m bench.vs_rocketmq_footprint [--settle 20] [--seconds 60] [--timer on|off] [--controllers 3]
-                                          [--replicas 3] [--version 5.3.3]
+                                          [--replicas 3] [--rate 0] [--version 5.3.3]
 
 **Footprint at idle.** Both sides are the controller-mode cluster an operator runs: RocketMQ's (a name server,
 three DLedger controllers, a group of three brokers (``--controllers``, ``--replicas``), from the test kit's jars and settings, tests/rocketmq;
@@ -12,6 +12,13 @@ process's CPU (user + system, from /proc) is taken over ``--seconds``, and its r
 end. Nothing is sent: what is measured is what the processes do by themselves (heartbeats, Raft or DLedger,
 replication keep-alives, scans, flushes, statistics).
 
+**Under load** (``--rate R``): each side in turn gets a topic and the kit's Java load program (mode ``load``,
+one producer sending 1 KiB messages asynchronously, 256 unanswered at most) sending at ``R`` messages per
+second, evenly spaced (``paced``), through the settling time and the measured seconds, while the other side
+idles (two loaded clusters at once would take more than the machine's two cores); the load JVMs are not
+counted. The result file is ``vs_rocketmq_footprint_load`` instead of
+``vs_rocketmq_footprint``, with each side's acknowledged messages and send latency.
+
 Per process kind and per side: the count, the mean RSS (MiB) and CPU (% of one core) of one process, and
 the side's totals. Ratios are ours / RocketMQ's; RocketMQ's name server and controllers are counted
 together as the side's control plane against our controllers, which do both jobs.
@@ -20,15 +27,19 @@ together as the side's control plane against our controllers, which do both jobs
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import cpu_seconds, scratch_dir, table, write_result
-from bench.vs_rocketmq import rss_mib
+from bench.vs_rocketmq import Load, create_topic, rss_mib, stop_ours
 from mqctl.cluster import BrokerNode, ControllerCluster, make_broker
 from tests.rocketmq import PINNED, RocketMQCluster
+from tests.rocketmq.javaclients import JavaClients
 from tests.rocketmq.jvm import poll
 
 GROUP = "broker-a"
@@ -76,6 +87,28 @@ def measure(kinds: dict[str, list[int]], seconds: float) -> dict[str, dict[str, 
     return found
 
 
+def loaded(load: Load, kinds: dict[str, list[int]], rate: float, settle: float,
+           seconds: float) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """``measure`` of one side's kinds while its load sends at ``rate`` (after ``settle`` s of it); the load's
+    answer too."""
+    json.loads(load.ask(f"paced {rate:.1f} {int(settle * 1000)}", settle + 60))
+    answer: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    def pace() -> None:
+        try:
+            answer.update(json.loads(load.ask(f"paced {rate:.1f} {int(seconds * 1000)}", seconds + 60)))
+        except BaseException as exc:  # noqa: BLE001  raised again in the caller's thread
+            failed.append(exc)
+    pacing = threading.Thread(target=pace)
+    pacing.start()
+    figures = measure(kinds, seconds)
+    pacing.join()
+    if failed:
+        raise failed[0]
+    return figures, answer
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--settle", type=float, default=20.0, help="idle seconds before measuring")
@@ -84,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="RocketMQ's timer store (RocketMQ's default: on; the test kit's: off)")
     parser.add_argument("--controllers", type=int, choices=[1, 3], default=3, help="controllers per side")
     parser.add_argument("--replicas", type=int, choices=[1, 2, 3], default=3, help="brokers of the group per side")
+    parser.add_argument("--rate", type=float, default=0.0, help="messages per second sent to each side (0: idle)")
     parser.add_argument("--version", default=PINNED, help="RocketMQ's version")
     args = parser.parse_args(argv)
     root = scratch_dir("mqctl-vs-rocketmq-footprint-")
@@ -92,11 +126,12 @@ def main(argv: list[str] | None = None) -> int:
                                            **replica_props(args.replicas)})
     controllers: ControllerCluster | None = None
     brokers: list[BrokerNode] = []
+    loads: list[Load] = []
+    sent: dict[str, dict[str, Any]] = {}
     try:
         theirs.start()
         controllers, brokers = ours(root / "ours", args.controllers, args.replicas)
         theirs.sync_state(in_sync=args.replicas)
-        time.sleep(args.settle)  # a benchmark's settling time, not a wait for a state (both are whole above)
         namesrv = theirs.namesrv.process.pid if theirs.namesrv and theirs.namesrv.process.pid else None
         their_controllers = [p.pid for p in (theirs.controllers.processes if theirs.controllers else []) if p.pid]
         kinds = {"rocketmq name server": [namesrv] if namesrv else [],
@@ -104,12 +139,23 @@ def main(argv: list[str] | None = None) -> int:
                  "rocketmq broker": [b.process.pid for b in theirs.brokers if b.process.pid],
                  "mqctl controller": [n.process.pid for n in controllers.nodes if n.process and n.process.pid],
                  "mqctl broker": [b.process.pid for b in brokers if b.process and b.process.pid]}
-        figures = measure(kinds, args.seconds)
+        if args.rate > 0:
+            clients = JavaClients(args.version).build()
+            figures = {}
+            for name, address in (("rocketmq", theirs.namesrv_addr), ("mqctl", controllers.addresses)):
+                create_topic(clients, root / f"create-{name}", address)
+                loads.append(Load(clients, root / f"load-{name}", address, 1, 1024, "async", 256))
+                mine = {kind: pids for kind, pids in kinds.items() if kind.startswith(name)}
+                found, sent[name] = loaded(loads[-1], mine, args.rate, args.settle, args.seconds)
+                figures.update(found)
+                loads[-1].close()  # the other side is measured without this side's load
+        else:
+            time.sleep(args.settle)  # a benchmark's settling time, not a wait for a state (both are whole above)
+            figures = measure(kinds, args.seconds)
     finally:
-        for broker in brokers:
-            broker.stop()
-        if controllers is not None:
-            controllers.stop()
+        for load in loads:
+            load.close()
+        stop_ours(controllers, brokers)
         theirs.stop()
 
     def side(prefix: str) -> dict[str, float]:
@@ -131,9 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = [{"kind": kind, **{k: round(v, 2) for k, v in f.items()}} for kind, f in figures.items()]
     print(table(rows, ["kind", "count", "rss_mib", "cpu_pct", "total_rss_mib", "total_cpu_pct"]))
     print("ours / RocketMQ's: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None))
-    path = write_result("vs_rocketmq_footprint", {
+    if sent:
+        print("sent: " + ", ".join(f"{side} {s['sent'] / s['seconds']:,.0f} msg/s (p99 {s['p99_us'] / 1000:.1f} ms)"
+                                   for side, s in sent.items()))
+    path = write_result("vs_rocketmq_footprint_load" if args.rate > 0 else "vs_rocketmq_footprint", {
         "rocketmq_version": args.version, "timer": args.timer, "settle_s": args.settle, "seconds": args.seconds,
-        "controllers": args.controllers, "replicas": args.replicas,
+        "controllers": args.controllers, "replicas": args.replicas, "rate": args.rate, "sent": sent,
         "kinds": figures, "totals": totals, "control_plane": control, "brokers": data,
         "ratios_ours_over_rocketmq": ratios, "cpus": os.cpu_count()})
     print(f"result: {path}")

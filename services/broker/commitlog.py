@@ -44,6 +44,7 @@ from services.broker.record import (
     MessageRecord,
     NewRecord,
     Parsed,
+    RawRecord,
     StoreNotWritable,
     blank_header,
     check_chunk,
@@ -67,7 +68,7 @@ from services.common.durable import allocate, fsync_dir, fsync_file, reserve, wr
 __all__ = [  # the record names are re-exported: callers import them from here
     "BLANK_MAGIC", "LEGACY_MESSAGE_MAGIC", "MESSAGE_MAGIC", "MIN_BLANK", "Blank", "CommitLog",
     "CommitLogCorrupt", "CommitLogError", "Damage", "IndexEntry", "InvalidRecord", "MessageRecord",
-    "NewRecord", "StoreNotWritable", "decode_index", "decode_properties", "decode_record", "encode_properties",
+    "NewRecord", "RawRecord", "StoreNotWritable", "decode_index", "decode_properties", "decode_record", "encode_properties",
     "encode_record", "record_size",
 ]
 
@@ -361,17 +362,25 @@ class CommitLog:
 
     def check_at(self, offset: int) -> MessageRecord | str:
         """The message at ``offset``, or why there is none (damage is named, not hidden)."""
-        head = self.read(offset, HEAD_SIZE)
-        if len(head) < MIN_BLANK:
+        found = self.check_raw_at(offset)
+        return found if isinstance(found, str) else message_of(found.buf, found.parsed, offset)
+
+    def check_raw_at(self, offset: int, size: int = HEAD_SIZE) -> RawRecord | str:
+        """The checked record at ``offset``, not decoded, or why there is none. ``size`` is what to read first:
+        a consume queue entry's size reads a record in one go; when the record says another size (or
+        ``size`` is only its header's), it is read again at the size it says."""
+        buf = self.read(offset, max(size, MIN_BLANK))
+        if len(buf) < MIN_BLANK:
             return "no record there (beyond the end of the log)"
-        total, magic = peek(head, 0)
+        total, magic = peek(buf, 0)
         if magic in BLANK_MAGICS:
             return "end-of-segment padding, not a message"
-        room = self.segment_size - offset % self.segment_size
-        buf = self.read(offset, min(max(total, MIN_BLANK), room))
+        if total != len(buf):
+            room = self.segment_size - offset % self.segment_size
+            buf = self.read(offset, min(max(total, MIN_BLANK), room))
         r = check_record(buf, 0, offset)
         if isinstance(r, Parsed):
-            return message_of(buf, r, offset)
+            return RawRecord(buf, r, offset)
         return r if isinstance(r, str) else "not a message"
 
     def iter_records(self, start: int, end: int | None = None) -> list[MessageRecord]:

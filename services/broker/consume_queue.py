@@ -116,6 +116,16 @@ class ConsumeQueue:
         phys, size, tags = ENTRY.unpack(raw)
         return (phys, size, tags) if size > 0 else None
 
+    def entries(self, queue_offset: int, count: int) -> list[tuple[int, int, int] | None]:
+        """``get`` for ``count`` queue offsets from ``queue_offset`` on (fewer past the end), in one read."""
+        count = max(0, min(count, self.count - queue_offset))
+        if queue_offset < 0 or count == 0:
+            return []
+        raw = os.pread(self.fd, count * ENTRY_SIZE, queue_offset * ENTRY_SIZE)
+        found: list[tuple[int, int, int] | None] = [e if e[1] > 0 else None
+                                                    for e in ENTRY.iter_unpack(raw[:len(raw) - len(raw) % ENTRY_SIZE])]
+        return found + [None] * (count - len(found))  # a short read: what is missing reads as damaged
+
     def last_end(self) -> int:
         last = self.get(self.count - 1)
         return last[0] + last[1] if last else -1

@@ -138,6 +138,8 @@ def _topic(raw: bytes) -> str | None:
 
 @dataclass(slots=True)
 class MessageRecord:
+    """A message decoded from its record (its properties as a dict, its body copied)."""
+
     topic: str
     queue_id: int
     queue_offset: int
@@ -419,6 +421,22 @@ def decode_record(buf: bytes | memoryview, pos: int, physical_offset: int) -> Me
     if not isinstance(r, Parsed):
         return r if isinstance(r, Blank) else None
     return message_of(buf, r, physical_offset)
+
+
+class RawRecord(NamedTuple):
+    """A checked record as read, not decoded: what a pull re-encodes without building a MessageRecord."""
+
+    buf: bytes
+    parsed: Parsed
+    physical_offset: int
+
+    @property
+    def size(self) -> int:
+        return self.parsed.total
+
+    @property
+    def queue_offset(self) -> int:
+        return self.parsed.queue_offset
 
 
 def message_of(buf: bytes | memoryview, r: Parsed, physical_offset: int) -> MessageRecord:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from services.broker.record import WIRE_PROPERTY, MessageRecord
+from services.broker.record import WIRE_PROPERTY, MessageRecord, RawRecord
 from services.broker.store import Message
 from services.common.codes import ResponseCode
 from services.remoting.broker_headers import SendMessageRequestHeader
@@ -28,15 +28,18 @@ from services.remoting.message import (
     SocketAddress,
     decode_batch,
     decode_properties,
+    encode_pulled_parts,
     new_uniq_id,
 )
 
-__all__ = ["RESERVED_PREFIX", "WIRE", "Refusal", "Stamp", "WireFields", "new_uniq_id", "send_refusal", "to_pulled",
-           "to_store_messages"]
+__all__ = ["RESERVED_PREFIX", "WIRE", "Refusal", "Stamp", "WireFields", "new_uniq_id", "pulled_bytes", "raw_tags",
+           "send_refusal", "to_pulled", "to_store_messages"]
 
 RESERVED_PREFIX = "__MQCTL."
 WIRE = WIRE_PROPERTY  # the store's record codec reads it too (RocketMQ's layout)
 assert WIRE.startswith(RESERVED_PREFIX)
+_WIRE_KEY = WIRE.encode("ascii") + b"\x01"
+_TAGS_KEY = b"TAGS\x01"
 _WIRE_VALUE = re.compile(r"(-?\d{1,11}),(-?\d{1,11}),(-?\d{1,20}),((?:[0-9a-f]{8}){1,4}),(\d{1,5}),(-?\d{1,11})")
 
 
@@ -133,6 +136,41 @@ def _store_message(topic: str, queue_id: int | None, body: bytes, properties: di
 
 
 # ------------------------------------------------------------------------------------------------ pull
+
+
+def _pair(props: bytes, key: bytes) -> tuple[int, int] | None:
+    """Where the pair named ``key`` (its name and \\x01) starts and ends (after its \\x02) in a record's
+    properties, which the store has checked to be whole name\\x01value\\x02 pairs; None without one."""
+    at = props.find(key)
+    while at > 0 and props[at - 1] != 2:  # inside another pair's name: look further
+        at = props.find(key, at + 1)
+    if at < 0:
+        return None
+    return at, props.index(b"\x02", at) + 1
+
+
+def raw_tags(raw: RawRecord) -> str:
+    """The TAGS property of a record as read (what a tag filter matches)."""
+    props = raw.buf[raw.parsed.props]
+    found = _pair(props, _TAGS_KEY)
+    return props[found[0] + len(_TAGS_KEY):found[1] - 1].decode("utf-8") if found else ""
+
+
+def pulled_bytes(raw: RawRecord, store_host: SocketAddress) -> bytes:
+    """A checked record as a pull answer carries it, straight from its bytes: what ``to_pulled`` and
+    ``encode_pulled`` give for its decoded message (the properties in their stored order, less the
+    ``__MQCTL.WIRE`` pair, whose fields go back in their places)."""
+    r = raw.parsed
+    props = raw.buf[r.props]
+    wire_value = r.wire
+    found = _pair(props, _WIRE_KEY)
+    if found is not None:
+        wire_value = props[found[0] + len(_WIRE_KEY):found[1] - 1].decode("ascii", errors="replace")
+        props = props[:found[0]] + props[found[1]:]
+    wire = WireFields.decode(wire_value, r.timestamp)
+    return encode_pulled_parts(r.topic.encode("ascii"), props, memoryview(raw.buf)[r.body], r.queue_id, wire.flag,
+                               r.queue_offset, raw.physical_offset, wire.sys_flag, wire.born_timestamp,
+                               wire.born_host, r.timestamp, store_host, wire.reconsume_times)
 
 
 def to_pulled(record: MessageRecord, store_host: SocketAddress) -> PulledMessage:

@@ -35,10 +35,10 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from services.broker.remoting_messages import to_pulled
+from services.broker.remoting_messages import pulled_bytes, raw_tags
 from services.broker.store import MESSAGE_DAMAGED, MessageStore
 from services.common.codes import ResponseCode
-from services.remoting.message import SocketAddress, TagFilter, encode_pulled
+from services.remoting.message import SocketAddress, TagFilter
 
 __all__ = ["MAX_HELD", "MAX_PULL_BYTES", "MAX_PULL_MESSAGES", "MAX_SUSPEND_MS", "RECHECK_S", "Arrivals",
            "PullRead", "hold", "read_queue", "slave_answer"]
@@ -97,7 +97,7 @@ def read_queue(store: MessageStore, store_host: SocketAddress, topic: str, queue
     bounds: tuple[int, int] | None = None
     full = False
     while not full and len(found) < max_nums and scanned < _SCAN_LIMIT:
-        got = store.get_messages(topic, queue_id, position, min(_CHUNK, max_nums - len(found)))
+        got = store.get_raw(topic, queue_id, position, min(_CHUNK, max_nums - len(found)))
         if bounds is None:
             bounds = (got.min_offset, got.max_offset)
         if got.status != "FOUND":
@@ -109,8 +109,8 @@ def read_queue(store: MessageStore, store_host: SocketAddress, topic: str, queue
                 full = True
                 break
             scanned, position = scanned + 1, record.queue_offset + 1
-            if tags.matches(record.tags):
-                found.append(encode_pulled(to_pulled(record, store_host)))
+            if tags.tags is None or tags.matches(raw_tags(record)):
+                found.append(pulled_bytes(record, store_host))
                 size += len(found[-1])
     assert bounds is not None
     if found:

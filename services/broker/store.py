@@ -18,11 +18,12 @@ import socket
 import struct
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from services.broker.commitlog import CommitLog, MessageRecord, NewRecord
+from services.broker.commitlog import CommitLog, MessageRecord, NewRecord, RawRecord
 from services.broker.consume_queue import ConsumeQueue, ConsumeQueueStore
 from services.broker.epoch_file import EpochFileCache
 from services.broker.key_index import DEFAULT_CAPACITY, DEFAULT_SLOTS, KeyIndex
@@ -74,13 +75,18 @@ class AppendResult:
     next_offset: int
 
 
+R = TypeVar("R", MessageRecord, RawRecord)
+
+
 @dataclass(slots=True)
-class GetResult:
+class GetResult(Generic[R]):
+    """A read of a queue: decoded messages (``get_messages``), or checked records as read (``get_raw``)."""
+
     status: str
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    records: list[MessageRecord]
+    records: list[R]
     remark: str = ""  # why, for MESSAGE_DAMAGED
 
 
@@ -436,7 +442,16 @@ class MessageStore:
         self._hidden.clear()
 
     # ------------------------------------------------------------------ reads
-    def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> GetResult:
+    def get_messages(self, topic: str, queue_id: int, queue_offset: int,
+                     max_nums: int) -> GetResult[MessageRecord]:
+        return self._get(topic, queue_id, queue_offset, max_nums, self._read_entry)
+
+    def get_raw(self, topic: str, queue_id: int, queue_offset: int, max_nums: int) -> GetResult[RawRecord]:
+        """``get_messages`` without decoding the messages: each record checked as it is, read in one go."""
+        return self._get(topic, queue_id, queue_offset, max_nums, self._read_raw_entry)
+
+    def _get(self, topic: str, queue_id: int, queue_offset: int, max_nums: int,
+             read: Callable[[tuple[int, int, int] | None, str, int, int], R | str]) -> GetResult[R]:
         cq = self.queues.queue(topic, queue_id)
         if cq is None:
             return GetResult("NO_MATCHED_LOGIC_QUEUE", 0, 0, 0, [])
@@ -447,10 +462,12 @@ class MessageStore:
             return GetResult("OFFSET_TOO_SMALL", min_q, min_q, max_q, [])
         if queue_offset == max_q:
             return GetResult("NO_NEW_MSG", queue_offset, min_q, max_q, [])
-        records: list[MessageRecord] = []
+        records: list[R] = []
         offset = queue_offset
+        entries = cq.entries(queue_offset, min(max_nums, max_q - queue_offset))
         while offset < max_q and len(records) < max_nums:
-            rec = self._read_entry(cq.get(offset), topic, queue_id, offset)
+            rec = read(entries[offset - queue_offset] if offset - queue_offset < len(entries) else None, topic,
+                       queue_id, offset)
             if isinstance(rec, str):
                 if records:
                     break  # the next pull, at the damaged one, gets the error
@@ -478,6 +495,18 @@ class MessageStore:
             return self._damaged(entry[0], f"{where} cannot be read: its consume queue entry points at "
                                            f"commitlog offset {entry[0]}, which holds another message; see "
                                            "docs/operations.md, 'Rebuilding consume queues'")
+        return found
+
+    def _read_raw_entry(self, entry: tuple[int, int, int] | None, topic: str, queue_id: int,
+                        queue_offset: int) -> RawRecord | str:
+        """``_read_entry`` for ``get_raw``: the same checks and remarks, the record not decoded."""
+        found = self.commitlog.check_raw_at(entry[0], entry[1]) if entry is not None else None
+        if found is None or isinstance(found, str) or (
+                found.parsed.topic, found.parsed.queue_id, found.parsed.queue_offset,
+                found.parsed.total) != (topic, queue_id, queue_offset, entry[1] if entry else -1):
+            named = self._read_entry(entry, topic, queue_id, queue_offset)  # names the damage as it does
+            return named if isinstance(named, str) else \
+                f"the message at queue offset {queue_offset} of {topic}/{queue_id} could not be read"
         return found
 
     def _damaged(self, offset: int, remark: str) -> str:

@@ -75,6 +75,7 @@ __all__ = [
     "encode_batch",
     "encode_properties",
     "encode_pulled",
+    "encode_pulled_parts",
     "new_uniq_id",
     "offset_msg_id",
 ]
@@ -264,7 +265,7 @@ def new_uniq_id() -> str:
     return (bytes(4) + _UNIQ_PREFIX + stamp.to_bytes(4, "big") + counter.to_bytes(2, "big")).hex().upper()
 
 
-def body_crc(body: bytes) -> int:
+def body_crc(body: bytes | memoryview) -> int:
     """``UtilAll.crc32``: java.util.zip.CRC32 of the body, masked to a non-negative int."""
     return zlib.crc32(body) & 0x7FFFFFFF
 
@@ -276,21 +277,32 @@ def offset_msg_id(store_host: SocketAddress, commit_log_offset: int) -> str:
 
 def encode_pulled(message: PulledMessage) -> bytes:
     """One message as ``MessageDecoder.encode`` writes it; the IPv6 flags follow the addresses given."""
-    topic = message.topic.encode("utf-8")
-    props = encode_properties(message.properties).encode("utf-8")
+    return encode_pulled_parts(message.topic.encode("utf-8"), encode_properties(message.properties).encode("utf-8"),
+                               message.body, message.queue_id, message.flag, message.queue_offset,
+                               message.commit_log_offset, message.sys_flag, message.born_timestamp,
+                               message.born_host, message.store_timestamp, message.store_host,
+                               message.reconsume_times, message.prepared_transaction_offset)
+
+
+def encode_pulled_parts(topic: bytes, props: bytes, body: bytes | memoryview, queue_id: int, flag: int,
+                        queue_offset: int, commit_log_offset: int, sys_flag: int, born_timestamp: int,
+                        born_host: SocketAddress, store_timestamp: int, store_host: SocketAddress,
+                        reconsume_times: int = 0, prepared_transaction_offset: int = 0) -> bytes:
+    """:func:`encode_pulled` from the message's parts, its topic and properties already encoded (a stored
+    record's bytes, which the pull path need not decode)."""
     if len(topic) > 127 or len(props) > _MAX_PROPERTIES:
         raise ValueError("a topic longer than 127 bytes or properties beyond 32767 bytes cannot be encoded")
-    sys_flag = message.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-    sys_flag |= (BORNHOST_V6_FLAG if message.born_host.v6 else 0)
-    sys_flag |= (STOREHOSTADDRESS_V6_FLAG if message.store_host.v6 else 0)
-    born, store = message.born_host.encode(), message.store_host.encode()
-    size = (_PULLED_HEAD.size + len(born) + _STORE_TIME.size + len(store) + _TAIL.size + len(message.body)
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    sys_flag |= (BORNHOST_V6_FLAG if born_host.v6 else 0)
+    sys_flag |= (STOREHOSTADDRESS_V6_FLAG if store_host.v6 else 0)
+    born, store = born_host.encode(), store_host.encode()
+    size = (_PULLED_HEAD.size + len(born) + _STORE_TIME.size + len(store) + _TAIL.size + len(body)
             + 1 + len(topic) + 2 + len(props))
     return b"".join((
-        _PULLED_HEAD.pack(size, MESSAGE_MAGIC_CODE, body_crc(message.body), message.queue_id, message.flag,
-                          message.queue_offset, message.commit_log_offset, sys_flag, message.born_timestamp),
-        born, _STORE_TIME.pack(message.store_timestamp), store,
-        _TAIL.pack(message.reconsume_times, message.prepared_transaction_offset, len(message.body)), message.body,
+        _PULLED_HEAD.pack(size, MESSAGE_MAGIC_CODE, body_crc(body), queue_id, flag, queue_offset, commit_log_offset,
+                          sys_flag, born_timestamp),
+        born, _STORE_TIME.pack(store_timestamp), store,
+        _TAIL.pack(reconsume_times, prepared_transaction_offset, len(body)), body,
         bytes([len(topic)]), topic, _I16.pack(len(props)), props))
 
 

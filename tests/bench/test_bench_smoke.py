@@ -29,11 +29,28 @@ CASES = [
     pytest.param("heartbeat_soak", ["bench.heartbeat_soak", "--brokers", "12", "--minutes", "0.1"],
                  id="heartbeat_soak"),
     pytest.param("frame_parse", ["bench.frame_parse", "--scale", "0.02"], id="frame_parse"),
-    pytest.param("vs_rocketmq_sends", ["bench.vs_rocketmq", "--seconds", "2", "--rounds", "2", "--warmup", "1",
-                                       "--threads", "2"], id="vs_rocketmq", marks=pytest.mark.rocketmq),
-    pytest.param("vs_rocketmq_footprint", ["bench.vs_rocketmq_footprint", "--settle", "0", "--seconds", "1", "--timer",
-                                           "off", "--controllers", "1", "--replicas", "1"], id="vs_rocketmq_footprint",
+    pytest.param("vs_rocketmq_sends_async_2r_async_flush",
+                 ["bench.vs_rocketmq", "--seconds", "2", "--rounds", "2", "--warmup", "1", "--mode", "async",
+                  "--window", "16", "--replicas", "2"], id="vs_rocketmq", marks=pytest.mark.rocketmq),
+    pytest.param("vs_rocketmq_failover_kill",
+                 ["bench.vs_rocketmq_failover", "--kills", "1", "--controllers", "1", "--replicas", "2",
+                  "--threads", "2"], id="vs_rocketmq_failover", marks=pytest.mark.rocketmq),
+    pytest.param("vs_rocketmq_controller_failover", ["bench.vs_rocketmq_controller_failover", "--kills", "1"],
+                 id="vs_rocketmq_controller_failover", marks=pytest.mark.rocketmq),
+    pytest.param("vs_rocketmq_consume",
+                 ["bench.vs_rocketmq_consume", "--messages", "3000", "--queues", "2", "--threads", "2",
+                  "--fill-slice", "1", "--latency-seconds", "1", "--rounds", "1"], id="vs_rocketmq_consume",
                  marks=pytest.mark.rocketmq),
+    pytest.param("vs_rocketmq_controller_load",
+                 ["bench.vs_rocketmq_controller_load", "--brokers", "6", "--controllers", "1", "--alter-rounds", "2",
+                  "--soak", "1"], id="vs_rocketmq_controller_load", marks=pytest.mark.rocketmq),
+    pytest.param("vs_rocketmq_restart",
+                 ["bench.vs_rocketmq_restart", "--broker-mib", "1", "--controller-events", "50", "--restarts", "1",
+                  "--fill-slice", "1"],
+                 id="vs_rocketmq_restart", marks=pytest.mark.rocketmq),
+    pytest.param("vs_rocketmq_footprint_load",
+                 ["bench.vs_rocketmq_footprint", "--settle", "1", "--seconds", "1", "--timer", "off", "--controllers",
+                  "1", "--replicas", "1", "--rate", "200"], id="vs_rocketmq_footprint", marks=pytest.mark.rocketmq),
     pytest.param("report_vs_duckdb", ["bench.report_vs_duckdb", "--events", "20000", "--groups", "20", "--runs", "1"],
                  id="report_vs_duckdb", marks=pytest.mark.spark),
 ]
@@ -69,5 +86,19 @@ def test_plot_draws_the_failover_results(tmp_path: Path) -> None:
     env = {**os.environ, "MQCTL_BENCH_RESULTS": str(tmp_path)}
     done = subprocess.run([sys.executable, "-m", "bench.plot", "--out", str(out)], capture_output=True, text=True,
                           timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_draws_the_comparison_with_rocketmq(tmp_path: Path) -> None:
+    sends = {"benchmark": "vs_rocketmq_sends_sync_1r_async_flush", "mode": "sync", "threads": 8, "replicas": 1,
+             "flush": "ASYNC_FLUSH", "ratios_ours_over_rocketmq": {"msgs_per_s": 0.82, "server_rss_mib": 0.17}}
+    failover = {"benchmark": "vs_rocketmq_failover_kill", "ratios_ours_over_rocketmq": {"p50_ms": 0.4}}
+    (tmp_path / "vs_rocketmq_sends_sync_1r_async_flush.json").write_text(json.dumps(sends))
+    (tmp_path / "vs_rocketmq_failover_kill.json").write_text(json.dumps(failover))
+    out = tmp_path / "vs.png"
+    env = {**os.environ, "MQCTL_BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "bench.plot_vs_rocketmq", "--out", str(out)], capture_output=True,
+                          text=True, timeout=120, check=False, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

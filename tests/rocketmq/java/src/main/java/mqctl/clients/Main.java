@@ -19,7 +19,10 @@ import java.util.Arrays;
  * transaction-produce  --namesrv A --topic T --history F --until FILE [--rounds 30] [--first 0] [--group G]
  *               [--pause-ms 20] [--send-timeout-ms 3000] [--stop-sending FILE]
  *               commit, roll back, leave to the check-back (TransactionProduce.java)
- * load          --namesrv A --topic T [--threads 4] [--size 1024] [--group G]   sends in slices asked on stdin (Load.java)
+ * load          --namesrv A --topic T [--threads 4] [--size 1024] [--group G] [--mode sync|async] [--window 256]
+ *               sends in slices asked on stdin, or until stopped (Load.java)
+ * drain         --namesrv A --topic T --count N [--group G] [--threads 20] [--pull-batch 32] [--timeout-s 600]
+ *               consumes N messages from the first, then measures end-to-end latency on stdin (Drain.java)
  * together      --plan FILE      the modes of FILE's lines (a mode and its options, tab-separated), each in a
  *               thread of this one JVM (Together.java)
  * </pre>
@@ -68,6 +71,8 @@ public final class Main {
                 return PoisonConsume.run(options);
             case "transaction-produce":
                 return TransactionProduce.run(options);
+            case "drain":
+                return Drain.run(options);
             case "load":
                 return Load.run(options);
             case "together":
