@@ -9,9 +9,8 @@ ASYNC_FLUSH (as ``bench.vs_rocketmq`` sets them up). The kit's Java load program
 sending 1 KiB messages asynchronously) fills each side's commitlog with ``--broker-mib`` MiB, the sides
 alternating in slices of ``--fill-slice`` s. Then, ``--restarts`` times per side, alternating: the broker is
 sent SIGKILL (what a crash leaves: RocketMQ recovers its store "abnormally", from its checkpoint) and started
-again;
-*answering* is its first answer to 28 GET_BROKER_RUNTIME_INFO, *master* the moment its controller names it
-the group's master again (1006), both from the new process's start and asked every 20 ms.
+again; *answering* is its first answer to 28 GET_BROKER_RUNTIME_INFO, *master* the moment its controller
+names it the group's master again (1006), both from the new process's start and asked every 20 ms.
 
 **Controllers.** Each side is a group of three controllers and nothing else (RocketMQ's standalone DLedger
 controllers, from the kit). ``--controller-events`` writes (1013 CONTROLLER_APPLY_BROKER_ID, a new group

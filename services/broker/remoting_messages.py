@@ -164,8 +164,9 @@ def pulled_bytes(raw: RawRecord, store_host: SocketAddress) -> bytes:
     props = raw.buf[r.props]
     wire_value = r.wire
     found = _pair(props, _WIRE_KEY)
-    if found is not None:
-        wire_value = props[found[0] + len(_WIRE_KEY):found[1] - 1].decode("ascii", errors="replace")
+    if found is not None:  # (a record in RocketMQ's layout has its own fields: a stored pair is only dropped)
+        if wire_value is None:
+            wire_value = props[found[0] + len(_WIRE_KEY):found[1] - 1].decode("ascii", errors="replace")
         props = props[:found[0]] + props[found[1]:]
     wire = WireFields.decode(wire_value, r.timestamp)
     return encode_pulled_parts(r.topic.encode("ascii"), props, memoryview(raw.buf)[r.body], r.queue_id, wire.flag,
