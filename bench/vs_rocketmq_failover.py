@@ -39,6 +39,7 @@ import signal
 import statistics
 import sys
 import time
+from abc import ABC, abstractmethod
 from typing import Any
 
 from bench.common import percentile, scratch_dir, table, write_result
@@ -86,7 +87,7 @@ def route_moved(namesrv: str, old: str, hit: float, timeout_s: float) -> float |
     return None
 
 
-class Side:
+class Side(ABC):
     """What a kill needs from one side: its master, a way to kill it and bring it back, a whole group."""
 
     name = ""
@@ -95,14 +96,17 @@ class Side:
         self.load, self.replicas, self.namesrv = load, replicas, namesrv
         self.kills: list[dict[str, Any]] = []
 
+    @abstractmethod
     def hit(self, address: str, sig: signal.Signals) -> None:
-        raise NotImplementedError
+        """Send ``sig`` to the broker at ``address``."""
 
+    @abstractmethod
     def recover(self, address: str, sig: signal.Signals) -> None:
-        raise NotImplementedError
+        """Start the broker at ``address`` again after ``sig``."""
 
+    @abstractmethod
     def wait_whole(self) -> str:
-        raise NotImplementedError
+        """Wait until the group has a master and every replica in sync; the master's address."""
 
     def one_kill(self, sig: signal.Signals) -> dict[str, Any]:
         old = self.wait_whole()
