@@ -164,9 +164,15 @@ class Times:
         self.tests: Counter[str] = Counter()
         self.cpu: dict[str, float] = {}
         self.tier: dict[str, str] = {}
+        self.worker: dict[str, str] = {}
+        self.span: dict[str, tuple[float, float]] = {}  # first start and last stop, wall clock
 
     def add(self, report: pytest.TestReport) -> None:
         self.tests[report.nodeid] += report.duration
+        node = getattr(report, "node", None)
+        self.worker[report.nodeid] = str(getattr(getattr(node, "gateway", None), "id", "") or "main")
+        first, _ = self.span.get(report.nodeid, (report.start, report.stop))
+        self.span[report.nodeid] = (first, report.stop)
         spent = sum(v for k, v in report.user_properties if k == "cpu" and isinstance(v, (int, float)))
         self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + spent
         self.tier[report.nodeid] = next((str(v) for k, v in report.user_properties if k == "tier"), "unknown")
@@ -186,13 +192,30 @@ class Times:
                 f"and waited for"),
                f"the {slowest} slowest:"]
         out += [f"  {seconds:7.1f} s  {self.tier[n]:<14} {n}" for n, seconds in self.tests.most_common(slowest)]
+        out.append("each worker: " + "; ".join(self._workers()))
         return out
+
+    def _workers(self) -> list[str]:
+        """Each worker's tests, busy seconds and when its last test ended (seconds from the run's start):
+        which worker's share of the tests sets the wall time."""
+        origin = time.time() - (time.monotonic() - self.started)
+        busy: Counter[str] = Counter()
+        counts: Counter[str] = Counter()
+        ended: dict[str, float] = {}
+        for nodeid, seconds in self.tests.items():
+            worker = self.worker.get(nodeid, "main")
+            busy[worker] += seconds
+            counts[worker] += 1
+            ended[worker] = max(ended.get(worker, 0.0), self.span[nodeid][1] - origin if nodeid in self.span else 0.0)
+        return [f"{w} {counts[w]} tests, busy {busy[w]:.0f} s, done at {ended[w]:.0f} s" for w in sorted(counts)]
 
     def write(self) -> None:
         TIMES_DIR.mkdir(exist_ok=True)
         (TIMES_DIR / "summary.txt").write_text("\n".join(self.lines()) + "\n")
+        origin = time.time() - (time.monotonic() - self.started)
         (TIMES_DIR / "durations.txt").write_text("".join(
-            f"{seconds:.3f}\t{self.cpu.get(n, 0.0):.3f}\t{self.tier[n]}\t{n}\n" for n, seconds in self.tests.most_common()))
+            f"{seconds:.3f}\t{self.cpu.get(n, 0.0):.3f}\t{self.tier[n]}\t{self.worker.get(n, 'main')}\t"
+            f"{self.span.get(n, (origin, origin))[0] - origin:.1f}\t{n}\n" for n, seconds in self.tests.most_common()))
 
 
 def machine_cpu() -> tuple[int, int]:
