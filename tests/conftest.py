@@ -57,6 +57,8 @@ SHARED_FIXTURE_GROUPS = {"spark": "spark", "interop": "rocketmq", "integration/t
                              "java_brokers_failover", "our_brokers_under_rocketmq", "java_lifecycle", "java_retries",
                              "java_transactions", "mixed_group", "mqadmin_topic_delete")}}
 SECOND_LEG = ("rocketmq", "rocketmq-java")
+#: The benchmarks side by side with RocketMQ each start a cluster of both: one after the other, on one worker.
+BENCH_SIDE_BY_SIDE = "rocketmq-bench"
 #: Where each run writes its times (git-ignored).
 TIMES_DIR = Path(__file__).resolve().parent.parent / ".test-times"
 
@@ -109,6 +111,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         folder = parts[0]
         group = SHARED_FIXTURE_GROUPS.get("/".join(parts)) or SHARED_FIXTURE_GROUPS.get(folder)
+        if folder == "bench" and item.get_closest_marker("rocketmq") is not None:
+            group = BENCH_SIDE_BY_SIDE
         if group == SECOND_LEG[0] and _rocketmq_version(item) == SECOND:
             group = SECOND_LEG[1]
         if group is not None:

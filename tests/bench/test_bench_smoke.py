@@ -13,10 +13,6 @@ import pytest
 
 pytestmark = pytest.mark.bench
 
-#: The side-by-side benchmarks that start both clusters again for each figure: run by hand
-#: (MQCTL_BENCH_SIDE_BY_SIDE=1); five more RocketMQ clusters at the start of a CI run overload its two cores.
-SIDE_BY_SIDE = pytest.mark.skipif(os.environ.get("MQCTL_BENCH_SIDE_BY_SIDE") != "1",
-                                  reason="set MQCTL_BENCH_SIDE_BY_SIDE=1 to run the side-by-side benchmarks")
 
 CASES = [
     pytest.param("failover_kill", ["bench.failover", "--kills", "1"], id="failover"),
@@ -39,20 +35,20 @@ CASES = [
                   "--window", "16", "--replicas", "2"], id="vs_rocketmq", marks=pytest.mark.rocketmq),
     pytest.param("vs_rocketmq_failover_kill",
                  ["bench.vs_rocketmq_failover", "--kills", "1", "--controllers", "1", "--replicas", "2",
-                  "--threads", "2"], id="vs_rocketmq_failover", marks=[pytest.mark.rocketmq, SIDE_BY_SIDE]),
+                  "--threads", "2"], id="vs_rocketmq_failover", marks=pytest.mark.rocketmq),
     pytest.param("vs_rocketmq_controller_failover", ["bench.vs_rocketmq_controller_failover", "--kills", "1"],
-                 id="vs_rocketmq_controller_failover", marks=[pytest.mark.rocketmq, SIDE_BY_SIDE]),
+                 id="vs_rocketmq_controller_failover", marks=pytest.mark.rocketmq),
     pytest.param("vs_rocketmq_consume",
                  ["bench.vs_rocketmq_consume", "--messages", "3000", "--queues", "2", "--threads", "2",
                   "--fill-slice", "1", "--latency-seconds", "1", "--rounds", "1"], id="vs_rocketmq_consume",
-                 marks=[pytest.mark.rocketmq, SIDE_BY_SIDE]),
+                 marks=pytest.mark.rocketmq),
     pytest.param("vs_rocketmq_controller_load",
                  ["bench.vs_rocketmq_controller_load", "--brokers", "6", "--controllers", "1", "--alter-rounds", "2",
-                  "--soak", "1"], id="vs_rocketmq_controller_load", marks=[pytest.mark.rocketmq, SIDE_BY_SIDE]),
+                  "--soak", "1"], id="vs_rocketmq_controller_load", marks=pytest.mark.rocketmq),
     pytest.param("vs_rocketmq_restart",
                  ["bench.vs_rocketmq_restart", "--broker-mib", "1", "--controller-events", "50", "--restarts", "1",
                   "--fill-slice", "1"],
-                 id="vs_rocketmq_restart", marks=[pytest.mark.rocketmq, SIDE_BY_SIDE]),
+                 id="vs_rocketmq_restart", marks=pytest.mark.rocketmq),
     pytest.param("vs_rocketmq_footprint_load",
                  ["bench.vs_rocketmq_footprint", "--settle", "1", "--seconds", "1", "--timer", "off", "--controllers",
                   "1", "--replicas", "1", "--rate", "200"], id="vs_rocketmq_footprint", marks=pytest.mark.rocketmq),

@@ -50,7 +50,8 @@ def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def mqadmin_ok(cluster: RocketMQCluster, *args: str, within_s: float = 90.0) -> str:
     """Real mqadmin's stdout. It exits 0 even when a command fails, so a stack trace on stderr is a failure;
-    such a failure is asked again until ``within_s`` has passed (three times at least), as its 3 s RPC
+    such a failure is asked again, after a pause growing from 3 s, until ``within_s`` has passed (three times
+    at least), as its 3 s RPC
     timeouts run out when the tier's JVMs share two busy cores (a question is only ever a read, or a write
     that may be repeated)."""
     deadline = time.monotonic() + within_s
@@ -62,6 +63,7 @@ def mqadmin_ok(cluster: RocketMQCluster, *args: str, within_s: float = 90.0) -> 
             return done.stdout
         if tries >= 3 and time.monotonic() >= deadline:
             break
+        time.sleep(min(3.0 * tries, 10.0))  # a burst of JVMs starting elsewhere passes meanwhile
     causes = [line for line in done.stderr.splitlines() if "Exception" in line]
     raise AssertionError(f"mqadmin {' '.join(args)} failed {tries} times in {within_s:.0f} s (exit {done.returncode}): "
                          + " | ".join(causes))

@@ -20,12 +20,18 @@ import org.apache.rocketmq.remoting.exception.RemotingException;
  * STARTED   seek-time, client version, the timestamp
  * OFFSET    queue id, the offset the broker gave for the timestamp
  * RETRY     queue id, attempt, why: the question (or the seek) was lost with its connection and is made again
- * RESEEK    queue id, the seek offset, the offset of the queue's first message: the seek was swallowed, made again
+ * RESEEK    queue id, the seek offset, the offset of the queue's first message (-1: none came for IDLE_RESEEK_MS):
+ *           the seek was swallowed, made again
  * CONSUMED  see Clients.consumed
  * DONE      messages consumed
  * </pre>
  */
 final class SeekTime {
+    /** A queue from which nothing came for this long after its seek is seeked again. */
+    private static final long IDLE_RESEEK_MS = 5000;
+    /** How many times at most, per queue. */
+    private static final int IDLE_RESEEKS = 10;
+
     private SeekTime() {
     }
 
@@ -54,6 +60,11 @@ final class SeekTime {
             }
             long count = 0;
             int reseeks = 0;
+            Map<Integer, Long> seekedAt = new HashMap<>();  // queue id -> when its last seek was made
+            Map<Integer, Integer> idleReseeks = new HashMap<>();
+            for (Integer queueId : unchecked.keySet()) {
+                seekedAt.put(queueId, System.currentTimeMillis());
+            }
             while (!until.reached()) {
                 Collection<MessageExt> polled = consumer.poll(500);
                 for (MessageExt message : polled) {
@@ -65,6 +76,20 @@ final class SeekTime {
                         history.write("RESEEK", message.getQueueId(), wanted, message.getQueueOffset());
                         seek(consumer, byId.get(message.getQueueId()), wanted, history);
                         unchecked.put(message.getQueueId(), wanted);
+                        seekedAt.put(message.getQueueId(), System.currentTimeMillis());
+                    }
+                }
+                long now = System.currentTimeMillis();
+                for (Map.Entry<Integer, Long> waiting : unchecked.entrySet()) {
+                    // Swallowed the other way: the new pull task went on from the queue's end (a new group
+                    // starts there), so no message comes to show it. A queue with nothing stored after the
+                    // timestamp looks the same; seeking it again is harmless.
+                    int queueId = waiting.getKey();
+                    if (now - seekedAt.get(queueId) >= IDLE_RESEEK_MS
+                            && idleReseeks.merge(queueId, 1, Integer::sum) <= IDLE_RESEEKS) {
+                        history.write("RESEEK", queueId, waiting.getValue(), -1);
+                        seek(consumer, byId.get(queueId), waiting.getValue(), history);
+                        seekedAt.put(queueId, now);
                     }
                 }
             }
