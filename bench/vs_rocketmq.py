@@ -84,11 +84,20 @@ class Program:
         assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
         if not ready:
-            raise RuntimeError(f"the {self.mode} program said nothing for {timeout_s} s; see {self.folder / 'console.log'}")
+            raise RuntimeError(f"the {self.mode} program said nothing for {timeout_s} s{self._console_tail()}")
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError(f"the {self.mode} program exited; see {self.folder / 'console.log'}")
+            raise RuntimeError(f"the {self.mode} program exited{self._console_tail()}")
         return line.strip()
+
+    def _console_tail(self, lines: int = 15) -> str:
+        """The end of the program's stderr, for an error (its folder goes with the run's unless kept)."""
+        path = self.folder / "console.log"
+        try:
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return f"; {path} could not be read"
+        return f"; the end of {path}:\n" + "\n".join(text)
 
     def ask(self, command: str, timeout_s: float) -> str:
         assert self.process.stdin is not None
