@@ -44,7 +44,7 @@ FAILED = "mqadmin failed: "
 #: The pauses before asking a failed mqadmin question again: its 3 s RPC timeout runs out when a burst of
 #: JVMs starts on the two cores (another worker's cluster, three mqadmin at once); asked again at once, it
 #: meets the same burst.
-RETRY_PAUSES_S = (3.0, 8.0)
+RETRY_PAUSES_S = (3.0, 8.0, 15.0)
 
 
 def _fails_from_5_4(version: str) -> str | None:
@@ -206,7 +206,7 @@ def run(side: Side, steps: tuple[Step, ...] = STEPS, with_mqctl: bool = True) ->
 
 def mqadmin_output(side: Side, args: tuple[str, ...], again: bool, fails: str | None = None) -> str:
     """mqadmin's output; a step that leaves the same state however often it runs (``both``) is asked again,
-    twice at most (after RETRY_PAUSES_S), when mqadmin fails, as its RPC timeouts can run out on two busy
+    three times at most (after RETRY_PAUSES_S), when mqadmin fails, as its RPC timeouts can run out on two busy
     cores. A step expected to fail (``fails``, a text of the cause) must fail so: its stdout, then the line
     naming the cause."""
     if fails is not None:
@@ -214,7 +214,7 @@ def mqadmin_output(side: Side, args: tuple[str, ...], again: bool, fails: str | 
         causes = [line for line in done.stderr.splitlines() if fails in line]
         assert done.returncode == 0 and causes, f"mqadmin {' '.join(args)} did not fail with {fails}: {done.stderr}"
         return done.stdout + FAILED + causes[0].removeprefix("Caused by: ") + "\n"
-    for attempt in range(2 if again else 0):
+    for attempt in range(len(RETRY_PAUSES_S) if again else 0):
         done = side.mqadmin(*args)
         if done.returncode == 0 and "Exception" not in done.stderr:
             return done.stdout

@@ -13,6 +13,7 @@ Layout of the folder (``root``)::
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -23,10 +24,11 @@ from pathlib import Path
 from typing import Any, Self
 
 from services.remoting.bodies import ReplicasInfo
-from tests.rocketmq.fetch import RocketMQ, require_java
+from tests.rocketmq.classdata import archive_use
+from tests.rocketmq.fetch import RocketMQ, cache_root, require_java
 from tests.rocketmq.jvm import JavaProcess, java_command, stop_all
 from tests.rocketmq.launcher import MAIN_CLASS as LAUNCHER_MAIN
-from tests.rocketmq.launcher import launcher_classes
+from tests.rocketmq.launcher import launcher_jar
 from tests.rocketmq.ports import Ports, free_block
 from tests.rocketmq.servers import Broker, ControllerGroup, NameServer, Props, Runtime, wait_master
 
@@ -36,6 +38,35 @@ MQADMIN_TIMEOUT_S = 120.0
 #: budget that also pays for the JVM's own start-up work (sendMessage's route lookup and connection
 #: included), which on two cores busy with other tests could use up all but a few hundred milliseconds.
 MQADMIN_NICENESS = -5
+#: How long a cluster's start waits for another's to end (one_start_at_a_time).
+START_LOCK_WAIT_S = 180.0
+
+
+@contextmanager
+def one_start_at_a_time(root: Path, wait_s: float = START_LOCK_WAIT_S) -> Iterator[None]:
+    """Held while a cluster starts, machine-wide (a lock file in the kit's cache): a cluster's JVMs load and
+    compile most of their classes as they start, and several clusters starting at once on two cores (the
+    full run's workers, each beginning with a cluster) leave each JVM too little CPU to answer within
+    RocketMQ's 3 s timeouts. A start that finds the lock held longer than ``wait_s`` goes ahead without it."""
+    path = cache_root() / "starting.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as lock:
+        deadline = time.monotonic() + wait_s
+        held = False
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            if held:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class RocketMQCluster:
@@ -70,7 +101,8 @@ class RocketMQCluster:
 
     def start(self) -> None:
         try:
-            self._start()
+            with one_start_at_a_time(self.root):
+                self._start()
         except BaseException:
             self.stop()
             raise
@@ -167,12 +199,20 @@ def mqadmin(runtime: Runtime, folder: Path, args: tuple[str, ...], namesrv: str 
     env = dict(os.environ)
     if namesrv:
         env["NAMESRV_ADDR"] = namesrv
-    classpath = f"{runtime.rocketmq.classpath}{os.pathsep}{launcher_classes(runtime.java, runtime.rocketmq)}"
-    command = java_command(runtime.java, classpath, "tools", folder, runtime.home, args, main=LAUNCHER_MAIN)
+    classpath = f"{runtime.rocketmq.classpath}{os.pathsep}{launcher_jar(runtime.java, runtime.rocketmq)}"
+    archive = archive_use(runtime.rocketmq.cache / runtime.rocketmq.version, runtime.java, "tools", classpath)
+    command = java_command(runtime.java, classpath, "tools", folder, runtime.home, args, main=LAUNCHER_MAIN,
+                           extra=archive.flags)
     if os.geteuid() == 0:
         command = ["nice", "-n", str(MQADMIN_NICENESS), *command]  # every thread of the JVM inherits it
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env,
-                          cwd=folder)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env,
+                              cwd=folder)
+    except subprocess.TimeoutExpired:
+        archive.settle(None)
+        raise
+    archive.settle(done.returncode)
+    return done
 
 
 def load_state(root: Path) -> dict[str, Any]:

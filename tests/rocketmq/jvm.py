@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from tests.rocketmq.classdata import ArchiveUse
 from tests.rocketmq.errors import NotReady, ProcessExited
 from tests.support.pacing import cpu_seconds, pause_after
 
@@ -51,11 +52,12 @@ POLL_S = 0.25
 
 
 def java_command(java: str, classpath: str, role: str, folder: Path, rocketmq_home: Path,
-                 args: tuple[str, ...] = (), main: str | None = None) -> list[str]:
-    """The command line of one JVM of ``role``; ``main`` replaces the role's main class (mqadmin's launcher)."""
+                 args: tuple[str, ...] = (), main: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """The command line of one JVM of ``role``; ``main`` replaces the role's main class (mqadmin's launcher);
+    ``extra`` are more JVM flags (the class data archive's, classdata.py)."""
     xms, xmx, direct = HEAPS[role]
     return [java, *JAVA17_FLAGS, *COMMON_FLAGS, f"-Xms{xms}m", f"-Xmx{xmx}m", f"-XX:MaxDirectMemorySize={direct}m",
-            f"-Duser.home={folder}", f"-Drocketmq.home.dir={rocketmq_home}",
+            *extra, f"-Duser.home={folder}", f"-Drocketmq.home.dir={rocketmq_home}",
             f"-Drmq.logback.configurationFile=rmq.{role}.logback.xml", "-cp", classpath, main or MAIN_CLASSES[role], *args]
 
 
@@ -116,6 +118,8 @@ class JavaProcess:
     command: list[str]
     pid: int | None = None
     outlive_parent: bool = False
+    #: The class data archive this JVM writes at exit, if there was none yet (classdata.py).
+    archive: ArchiveUse = field(default_factory=lambda: ArchiveUse(()))
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -132,7 +136,10 @@ class JavaProcess:
 
     def alive(self) -> bool:
         if self._popen is not None:
-            return self._popen.poll() is None
+            code = self._popen.poll()
+            if code is not None:
+                self.archive.settle(code)
+            return code is None
         return self.pid is not None and pid_runs_in(self.pid, self.folder)
 
     def check_alive(self) -> None:

@@ -12,9 +12,11 @@ compile into a folder of their own and the first to rename it into place wins).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from pathlib import Path
 
 from tests.rocketmq.errors import KitError, ToolMissing
@@ -61,3 +63,18 @@ def launcher_classes(java: str, rocketmq: RocketMQ) -> Path:
     except OSError:  # another builder put its copy there first: the same source, the same classes
         shutil.rmtree(partial, ignore_errors=True)
     return folder
+
+
+def launcher_jar(java: str, rocketmq: RocketMQ) -> Path:
+    """The launcher's classes in a jar (``launcher.jar`` beside them, made once): a class data archive takes
+    no folder of classes on the classpath (classdata.py)."""
+    folder = launcher_classes(java, rocketmq)
+    jar = folder / "launcher.jar"
+    if jar.is_file():
+        return jar
+    partial = folder / f"launcher.jar.{os.getpid()}.partial"
+    with zipfile.ZipFile(partial, "w") as archive:
+        for path in sorted(folder.rglob("*.class")):
+            archive.write(path, path.relative_to(folder).as_posix())
+    os.replace(partial, jar)
+    return jar

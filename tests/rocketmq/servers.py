@@ -10,6 +10,7 @@ from pathlib import Path
 from services.remoting.bodies import ReplicasInfo
 from services.remoting.headers import GetMetaDataResponseHeader
 from tests.rocketmq import probe
+from tests.rocketmq.classdata import archive_use
 from tests.rocketmq.fetch import RocketMQ
 from tests.rocketmq.jvm import JavaProcess, java_command, poll
 from tests.rocketmq.ports import free_ports
@@ -54,8 +55,9 @@ class Runtime:
 
     def process(self, name: str, role: str, folder: Path, args: tuple[str, ...]) -> JavaProcess:
         self.home.mkdir(parents=True, exist_ok=True)
-        command = java_command(self.java, self.rocketmq.classpath, role, folder, self.home, args)
-        return JavaProcess(name, role, folder, command, outlive_parent=self.outlive_parent)
+        archive = archive_use(self.rocketmq.cache / self.rocketmq.version, self.java, role, self.rocketmq.classpath)
+        command = java_command(self.java, self.rocketmq.classpath, role, folder, self.home, args, extra=archive.flags)
+        return JavaProcess(name, role, folder, command, outlive_parent=self.outlive_parent, archive=archive)
 
 #: How long a name server or broker JVM may take to answer after its start: seconds when the machine is idle,
 #: but a CI run's two cores are shared with several clusters and Spark, and one broker once took over 90 s.
