@@ -72,9 +72,15 @@ def launcher_jar(java: str, rocketmq: RocketMQ) -> Path:
     jar = folder / "launcher.jar"
     if jar.is_file():
         return jar
-    partial = folder / f"launcher.jar.{os.getpid()}.partial"
-    with zipfile.ZipFile(partial, "w") as archive:
-        for path in sorted(folder.rglob("*.class")):
-            archive.write(path, path.relative_to(folder).as_posix())
-    os.replace(partial, jar)
+    # a file of its own for each maker (processes, and threads of one process), renamed into place: two
+    # makers at once each put a whole jar of the same classes there
+    handle, name = tempfile.mkstemp(prefix="launcher.jar.", suffix=".partial", dir=folder)
+    partial = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as out, zipfile.ZipFile(out, "w") as archive:
+            for path in sorted(folder.rglob("*.class")):
+                archive.write(path, path.relative_to(folder).as_posix())
+        os.replace(partial, jar)
+    finally:
+        partial.unlink(missing_ok=True)
     return jar
