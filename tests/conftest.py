@@ -164,6 +164,7 @@ class Times:
 
     def __init__(self) -> None:
         self.started = time.monotonic()
+        self.wall_started = time.time()  # the origin of the tests' start and stop times (wall clock)
         self.machine_started = machine_cpu()
         self.tests: Counter[str] = Counter()
         self.cpu: dict[str, float] = {}
@@ -202,7 +203,6 @@ class Times:
     def _workers(self) -> list[str]:
         """Each worker's tests, busy seconds and when its last test ended (seconds from the run's start):
         which worker's share of the tests sets the wall time."""
-        origin = time.time() - (time.monotonic() - self.started)
         busy: Counter[str] = Counter()
         counts: Counter[str] = Counter()
         ended: dict[str, float] = {}
@@ -210,16 +210,16 @@ class Times:
             worker = self.worker.get(nodeid, "main")
             busy[worker] += seconds
             counts[worker] += 1
-            ended[worker] = max(ended.get(worker, 0.0), self.span[nodeid][1] - origin if nodeid in self.span else 0.0)
+            ended[worker] = max(ended.get(worker, 0.0), self.span.get(nodeid, (0.0, self.wall_started))[1] - self.wall_started)
         return [f"{w} {counts[w]} tests, busy {busy[w]:.0f} s, done at {ended[w]:.0f} s" for w in sorted(counts)]
 
     def write(self) -> None:
         TIMES_DIR.mkdir(exist_ok=True)
         (TIMES_DIR / "summary.txt").write_text("\n".join(self.lines()) + "\n")
-        origin = time.time() - (time.monotonic() - self.started)
         (TIMES_DIR / "durations.txt").write_text("".join(
             f"{seconds:.3f}\t{self.cpu.get(n, 0.0):.3f}\t{self.tier[n]}\t{self.worker.get(n, 'main')}\t"
-            f"{self.span.get(n, (origin, origin))[0] - origin:.1f}\t{n}\n" for n, seconds in self.tests.most_common()))
+            f"{self.span.get(n, (self.wall_started, 0.0))[0] - self.wall_started:.1f}\t{n}\n"
+            for n, seconds in self.tests.most_common()))
 
 
 def machine_cpu() -> tuple[int, int]:

@@ -23,18 +23,15 @@ def jars(tmp_path: Path) -> str:
 
 
 def test_without_an_archive_the_jvm_writes_one_that_goes_into_place_after_a_clean_exit(tmp_path: Path) -> None:
-    use = archive_use(tmp_path / "cache", "/usr/bin/java", "broker", jars(tmp_path))
+    classpath = jars(tmp_path)
+    use = archive_use(tmp_path / "cache", "/usr/bin/java", "broker", classpath)
     assert use.written is not None and use.archive is not None
     assert f"-XX:ArchiveClassesAtExit={use.written}" in use.flags
     use.written.write_bytes(b"archive")
     use.settle(143)  # SIGTERM's shutdown writes it whole
     assert use.archive.read_bytes() == b"archive" and not use.written.exists()
-    again = archive_use(tmp_path / "cache", "/usr/bin/java", "broker", jars_again(tmp_path))
+    again = archive_use(tmp_path / "cache", "/usr/bin/java", "broker", classpath)
     assert again.flags[0] == f"-XX:SharedArchiveFile={use.archive}" and again.written is None
-
-
-def jars_again(tmp_path: Path) -> str:
-    return f"{tmp_path / 'lib'}/*"
 
 
 @pytest.mark.parametrize("code", [-9, 1, None])
